@@ -1,0 +1,130 @@
+"""Dataclass configs parsed with tyro, with named presets selectable on the command line.
+
+A preset is a plain function returning a config instance (torchtitan style)::
+
+    def debug() -> TrainConfig: return TrainConfig(steps=10)
+    cfg = parse_config(TrainConfig, {"debug": debug}, argv)
+
+`--preset NAME` picks the starting point; every other flag overrides a field of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import tyro
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A bad flag, preset name or config file; the message names what is wrong."""
+
+
+def _split_preset(argv: Sequence[str]) -> tuple[str | None, list[str]]:
+    """Pull `--preset NAME` / `--preset=NAME` out of argv."""
+    rest: list[str] = []
+    preset = None
+    i = 0
+    argv = list(argv)
+    while i < len(argv):
+        a = argv[i]
+        if a == "--preset":
+            if i + 1 >= len(argv):
+                raise ConfigError("--preset needs a name")
+            preset = argv[i + 1]
+            i += 2
+            continue
+        if a.startswith("--preset="):
+            preset = a.split("=", 1)[1]
+            i += 1
+            continue
+        rest.append(a)
+        i += 1
+    return preset, rest
+
+
+def parse_config(
+    cls: type[T],
+    presets: Mapping[str, Callable[[], T]] | None = None,
+    argv: Sequence[str] | None = None,
+    prog: str | None = None,
+    description: str | None = None,
+    default_preset: str | None = None,
+) -> T:
+    """Parse `argv` into an instance of dataclass `cls`, starting from a named preset."""
+    presets = dict(presets or {})
+    argv = list(sys.argv[1:] if argv is None else argv)
+    name, rest = _split_preset(argv)
+    name = name or default_preset
+    if name is not None:
+        if name not in presets:
+            known = ", ".join(sorted(presets)) or "(none)"
+            raise ConfigError(f"unknown preset {name!r}; known presets: {known}")
+        default = presets[name]()
+        if not isinstance(default, cls):
+            raise ConfigError(f"preset {name!r} returned {type(default).__name__}, expected {cls.__name__}")
+    else:
+        default = cls()
+    desc = description or (cls.__doc__ or "").strip()
+    if presets:
+        desc += "\n\npresets (--preset NAME): " + ", ".join(sorted(presets))
+    return tyro.cli(cls, default=default, args=rest, prog=prog, description=desc)
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """A JSON-safe dict of a (possibly nested) dataclass config."""
+
+    def conv(v: Any) -> Any:
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            return {f.name: conv(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, Path):
+            return str(v)
+        if isinstance(v, (list, tuple)):
+            return [conv(x) for x in v]
+        if isinstance(v, dict):
+            return {str(k): conv(x) for k, x in v.items()}
+        return v
+
+    return conv(cfg)
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
+    """Rebuild a dataclass config from `to_dict` output; unknown keys are an error that names them."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"{cls.__name__}: unknown config keys {unknown}")
+    kwargs: dict[str, Any] = {}
+    for k, v in data.items():
+        default_val = getattr(cls(), k)  # type: ignore[call-arg]
+        if dataclasses.is_dataclass(default_val) and isinstance(v, Mapping):
+            v = from_dict(type(default_val), v)
+        elif isinstance(default_val, Path) and v is not None:
+            v = Path(v)
+        elif isinstance(default_val, tuple) and isinstance(v, list):
+            v = tuple(v)
+        kwargs[k] = v
+    return cls(**kwargs)
+
+
+def save_config(cfg: Any, path: str | Path) -> None:
+    from ttlab.common.checkpoint import atomic_write_text
+
+    atomic_write_text(Path(path), json.dumps(to_dict(cfg), indent=2, sort_keys=True) + "\n")
+
+
+def load_config(cls: type[T], path: str | Path) -> T:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError as e:
+        raise ConfigError(f"config file not found: {path}") from e
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON ({e})") from e
+    return from_dict(cls, data)

@@ -1,0 +1,1 @@
+"""Adaptive driving: batched multi-agent driving simulator, multi-trial episodes, PPO."""

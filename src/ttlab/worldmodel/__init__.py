@@ -1,0 +1,1 @@
+"""Nano World Model: action-conditioned space/time factorised video diffusion transformer."""
