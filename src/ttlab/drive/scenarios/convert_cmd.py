@@ -1,0 +1,66 @@
+"""`ttlab drive convert SRC_DIR OUT_DIR [--workers N] [--skip-bad]`: JSON scenes -> scenario cache."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import tyro
+
+from ttlab.common.config import parse_config
+
+
+@dataclass
+class ConvertConfig:
+    """Convert a folder of Waymo/GPUDrive-format JSON scenes into a compact cache (npz shards + index.json)."""
+
+    src: Annotated[Path, tyro.conf.Positional, tyro.conf.arg(metavar="SRC_DIR")] = Path("data/scenes")
+    """Folder holding the *.json scene files."""
+    out: Annotated[Path, tyro.conf.Positional, tyro.conf.arg(metavar="OUT_DIR")] = Path("data/scenes_cache")
+    """Output folder of the cache."""
+    workers: int = min(4, os.cpu_count() or 1)
+    """Worker processes (1 = convert in this process)."""
+    shard_size: int = 64
+    """Scenes per shard file."""
+    tolerance: float = 0.1
+    """Ramer-Douglas-Peucker tolerance (m) for road polylines."""
+    skip_bad: bool = False
+    """Accept malformed files (reported and skipped, exit 0); without it they still are skipped but exit 1."""
+
+
+def presets() -> dict:
+    return {"debug": lambda: ConvertConfig(workers=1, shard_size=2)}
+
+
+def main(argv: list[str]) -> int:
+    from ttlab.common.logging import progress
+    from ttlab.drive.scenarios.cache import convert
+
+    cfg = parse_config(ConvertConfig, presets(), argv, prog="ttlab drive convert")
+    if cfg.workers < 1 or cfg.shard_size < 1:
+        print("ttlab drive convert: --workers and --shard-size must be >= 1", file=sys.stderr)
+        return 2
+    if not cfg.src.is_dir():
+        print(f"ttlab drive convert: SRC_DIR not found: {cfg.src}", file=sys.stderr)
+        return 2
+    n = len(list(cfg.src.glob("*.json")))
+    if n == 0:
+        print(f"ttlab drive convert: no *.json scene files in {cfg.src}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    with progress(n, "convert") as bar:
+        index = convert(cfg.src, cfg.out, cfg.workers, cfg.shard_size, cfg.tolerance, on_progress=bar.advance)
+    dt = time.perf_counter() - t0
+    bad = index["bad"]
+    for name, err in bad:
+        print(f"bad scene skipped: {err if err.startswith(name) else f'{name}: {err}'}", file=sys.stderr)
+    print(f"converted {len(index['scenes'])}/{n} scenes to {cfg.out} in {dt:.1f}s "
+          f"({len(bad)} bad file(s) skipped)")
+    if bad and not cfg.skip_bad:
+        print(f"ttlab drive convert: {len(bad)} malformed file(s); rerun with --skip-bad to accept", file=sys.stderr)
+        return 1
+    return 0
