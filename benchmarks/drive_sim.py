@@ -1,0 +1,103 @@
+"""Simulator throughput: agent-steps/s with full observations, random actions, and envs resetting onto
+scenes drawn from a pool of >= 100 procedural scenes (as in training; short episodes of 10 ticks, and
+trials of 3 ticks, so resets happen inside the timed window). Prints ONE JSON line last.
+
+    python benchmarks/drive_sim.py [--device auto] [--steps 50] [--scenes 128]
+
+Rows: (envs x agents) = 16x64, 256x64 (+ 1024x64 and 4096x64 on CUDA), and a trial-mode row (K=4).
+agent_steps/s counts every agent slot of every env per step (E * A per step). Peak memory per 1000
+agents is CUDA max-allocated memory, or on CPU the growth of the process's peak RSS during the row.
+agent_steps_per_cpu_s divides by the process's CPU time (all threads): on a shared, loaded machine it
+is the contention-free figure (with --threads 1 it is the single-core speed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import time
+
+import torch
+
+from ttlab.common.device import resolve_device
+from ttlab.drive.sim.env import DriveEnv, EnvConfig
+
+
+def scene_pool(n: int, agents: int, device: torch.device):
+    """A pool of `n` procedural scenes (all road families) with up to `agents` vehicles each, padded to
+    `agents` slots (a crowded road may hold fewer vehicles; padded slots still count as agent slots)."""
+    from ttlab.drive.scenarios import build_pool, generate_pool_scenarios
+
+    scenes = generate_pool_scenarios(n, seed=0, num_agents=agents)
+    return build_pool(scenes, device=device, max_agents=agents), "procedural"
+
+
+def bench_row(pool, device, E: int, A: int, steps: int, trial: bool, warmup: int = 5, compile: bool = False) -> dict:
+    cfg = EnvConfig(num_envs=E, max_agents=A, episode_length=10, collision_behavior="remove",
+                    offroad_behavior="remove", compile=compile)
+    if trial:
+        cfg.goal_behavior, cfg.k_trials, cfg.trial_length = "trial", 4, 3
+    env = DriveEnv(cfg, pool, device=device, seed=0)
+    env.reset()
+    g = torch.Generator(device=device).manual_seed(0)
+    acts = torch.randint(0, env.num_actions, (steps + warmup, E, env.num_agents), device=device, generator=g)
+    for i in range(warmup):
+        env.step(acts[i])
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0, c0 = time.perf_counter(), time.process_time()
+    for i in range(steps):
+        env.step(acts[warmup + i])
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    m = env.metrics()
+    episodes = float(m["episodes"])
+    if device.type == "cuda":
+        peak_mb = torch.cuda.max_memory_allocated() / 2**20
+    else:
+        peak_mb = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0, 0) / 1024
+    n = E * env.num_agents
+    return {"envs": E, "agents": env.num_agents, "mode": "trial_k4" if trial else "respawn", "compile": compile,
+            "agent_steps_per_s": round(n * steps / dt), "ms_per_step": round(1000 * dt / steps, 2),
+            "agent_steps_per_cpu_s": round(n * steps / max(cpu, 1e-9)),
+            "episodes_finished": episodes, "peak_mem_mb_per_1000_agents": round(peak_mb * 1000 / n, 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--scenes", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
+    ap.add_argument("--compile", action="store_true", help="also run every row with EnvConfig.compile=True")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = resolve_device(args.device)
+    pool, source = scene_pool(args.scenes, 64, device)
+    rows = [(16, 64, False), (256, 64, False)]
+    if device.type == "cuda":
+        rows += [(1024, 64, False), (4096, 64, False), (16384, 64, False)]
+    rows.append((256 if device.type == "cpu" else 4096, 64, True))
+    results = []
+    for comp in (False, True) if args.compile else (False,):
+        for E, A, trial in rows:
+            r = bench_row(pool, device, E, A, args.steps, trial, compile=comp)
+            results.append(r)
+            print(json.dumps(r), flush=True)
+    base = {(r["envs"], r["mode"], r["compile"]): r for r in results}
+    t = next(r for r in results if r["mode"] == "trial_k4" and not r["compile"])
+    ratio = t["agent_steps_per_s"] / base[(t["envs"], "respawn", False)]["agent_steps_per_s"]
+    print(json.dumps({
+        "benchmark": "drive_sim", "device": str(device), "torch_threads": torch.get_num_threads(),
+        "scene_source": source, "pool_scenes": pool.size, "rows": results,
+        "trial_vs_nontrial_speed": round(ratio, 3),
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,459 @@
+"""DriveEnv: the batched driving simulator (E envs x A agent slots), all on one torch device.
+
+    env = DriveEnv(EnvConfig(num_envs=16), pool, device="cpu", seed=0)
+    obs = env.reset()                       # (E, A, obs_dim) float32
+    res = env.step(actions)                 # actions (E, A) long in [0, 91) or (E, A, 2) float in [-1, 1]
+    res.obs, res.reward, res.terminals, res.truncations, res.removed, res.trial_ended   # (E, A)
+    env.metrics()                           # dict of 0-dim device tensors (reading them is the sync)
+
+`step` has no Python loop over envs or agents and no host sync. Per step: policy agents move by the
+dynamics, log-replay agents take their logged pose, then collisions (oriented-box SAT among the few
+nearest others), offroad (box vs nearby road-edge segments from the grid), goals, rewards, the
+per-event behaviours, episode / trial ends and resets, and observations of the post-reset state.
+
+Signals (all (E, A), for the egos that acted this step; zero elsewhere):
+  reward        float32.
+  terminals     bool: non-trial: the ego left play for good (stop/remove event, goal with "stop");
+                trial mode: the K-th trial of its env ended.
+  truncations   bool: non-trial: the episode hit `episode_length` with the ego still in play;
+                trial mode: its env's trial ended (including the K-th).
+  removed       bool: the ego was out of play during this step (removed from the map, or stopped).
+  trial_ended   bool: its env's trial ended this step (trial mode only).
+  controlled    bool: policy-controlled slots of the returned obs (a new scene may change them).
+Finished envs start a new episode in the same step on a scene drawn from the pool by a counter-based
+hash of (seed, env, episode number), identical on CPU and CUDA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ttlab.drive.scenarios.types import ScenarioPool
+from ttlab.drive.sim import rng
+from ttlab.drive.sim.dynamics import (
+    NUM_DISCRETE,
+    DynamicsLimits,
+    action_tables,
+    bicycle_step,
+    decode_actions,
+    jerk_step,
+)
+from ttlab.drive.sim.geometry import box_segment_overlap, boxes_overlap
+from ttlab.drive.sim.grid import build_grid, segment_endpoints
+from ttlab.drive.sim.metrics import EpisodeMetrics
+from ttlab.drive.sim.observe import (
+    POS_SCALE,
+    ObsLayout,
+    ego_features,
+    make_layout,
+    nearest_partners,
+    partner_features,
+    road_features,
+)
+from ttlab.drive.sim.reward import candidate_reached, draw_weights, goal_reached, step_reward
+from ttlab.drive.sim.state import EXPERT, POLICY, PoolView, SimState
+from ttlab.drive.trials import TrialMetrics, trial_end_flags
+
+EVENT_BEHAVIOURS = ("ignore", "stop", "remove")
+GOAL_BEHAVIOURS = ("respawn", "new_goal", "stop", "trial")
+
+
+@dataclass
+class EnvConfig:
+    """Simulator settings."""
+
+    num_envs: int = 16
+    """E: parallel envs (scenes)."""
+    max_agents: int = 64
+    """A: agent slots per env (the first A agents of each scene)."""
+    dynamics: str = "classic"
+    """classic (kinematic bicycle) | jerk (jerk-limited bicycle)."""
+    action: str = "discrete"
+    """discrete (91 = 7 longitudinal x 13 steering) | continuous (2 in [-1, 1])."""
+    goal_behavior: str = "respawn"
+    """respawn | new_goal | stop | trial."""
+    k_trials: int = 2
+    """Trial mode: trials per episode (K)."""
+    trial_length: int = 91
+    """Trial mode: ticks per trial before a timeout ends it."""
+    episode_length: int = 91
+    """Non-trial modes: ticks per episode."""
+    init_steps: int = 0
+    """Log step the episode starts from (log-replay agents play from here)."""
+    goal_radius: float = 2.0
+    """A goal is reached within this many metres ..."""
+    goal_speed: float = 100.0
+    """... at a speed of at most this (m/s)."""
+    new_goal_distance: float = 20.0
+    """new_goal: the next goal is this many metres further along the route."""
+    collision_behavior: str = "ignore"
+    """ignore | stop | remove, on a vehicle-vehicle collision."""
+    offroad_behavior: str = "ignore"
+    """ignore | stop | remove, on touching a road edge."""
+    reward_goal: float = 1.0
+    """Reward for reaching the goal."""
+    reward_collision: float = -0.5
+    """Reward per tick in collision."""
+    reward_offroad: float = -0.5
+    """Reward per tick offroad."""
+    reward_conditioning: bool = False
+    """Draw per-agent (goal, collision, offroad) weights per episode in [rc_lb, rc_ub]; show them in obs."""
+    rc_lb: tuple[float, float, float] = (0.5, -1.0, -1.0)
+    """Lower bounds of the conditioned weights (goal, collision, offroad)."""
+    rc_ub: tuple[float, float, float] = (1.5, 0.0, 0.0)
+    """Upper bounds of the conditioned weights."""
+    control_mode: str = "all"
+    """all (every non-expert moving vehicle) | ego_only (first such vehicle; the rest replay logs) | replay (none)."""
+    hidden_goal: bool = False
+    """Hidden-goal mode: the true goal is one of the scene's goal_candidates, drawn per episode."""
+    partner_style: bool = False
+    """Replay partners from one of the pool's style logs, drawn per episode (kept across trials)."""
+    partner_radius: float = 50.0
+    """Partners within this radius (m) are observed."""
+    road_radius: float = 50.0
+    """Road segments within this radius (m) are observed."""
+    partner_slots: int = 63
+    """Partner slots in the observation."""
+    road_slots: int = 200
+    """Road-segment slots in the observation (and candidates per grid cell)."""
+    grid_cell: float = 5.0
+    """Grid cell size (m) of the precomputed road candidate lists."""
+    edge_slots: int = 16
+    """Road-edge candidates per grid cell for offroad tests."""
+    collision_candidates: int = 8
+    """Nearest others tested for collision (SAT) per agent."""
+    limits: DynamicsLimits = field(default_factory=DynamicsLimits)
+    """Dynamics bounds."""
+    compile: bool = False
+    """torch.compile the observation builder (fuses its elementwise chain; first steps pay the compile)."""
+
+    def validate(self) -> None:
+        def check(name: str, value: str, allowed: tuple[str, ...]) -> None:
+            if value not in allowed:
+                raise ValueError(f"EnvConfig.{name}={value!r}: expected one of {allowed}")
+
+        check("dynamics", self.dynamics, ("classic", "jerk"))
+        check("action", self.action, ("discrete", "continuous"))
+        check("goal_behavior", self.goal_behavior, GOAL_BEHAVIOURS)
+        check("collision_behavior", self.collision_behavior, EVENT_BEHAVIOURS)
+        check("offroad_behavior", self.offroad_behavior, EVENT_BEHAVIOURS)
+        check("control_mode", self.control_mode, ("all", "ego_only", "replay"))
+        for name in ("num_envs", "max_agents", "k_trials", "trial_length", "episode_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"EnvConfig.{name} must be >= 1, got {getattr(self, name)}")
+
+
+def debug() -> EnvConfig:
+    """Tiny: 2 envs x 8 agents, short episodes (tests)."""
+    return EnvConfig(num_envs=2, max_agents=8, episode_length=20, trial_length=20)
+
+
+def default() -> EnvConfig:
+    return EnvConfig()
+
+
+def trial_k2() -> EnvConfig:
+    """Two-trial episodes with removal on collision and offroad."""
+    return EnvConfig(goal_behavior="trial", k_trials=2, trial_length=91, collision_behavior="remove",
+                     offroad_behavior="remove")
+
+
+def trial_k4() -> EnvConfig:
+    return EnvConfig(goal_behavior="trial", k_trials=4, trial_length=91, collision_behavior="remove",
+                     offroad_behavior="remove")
+
+
+def hidden_goal_k4() -> EnvConfig:
+    return EnvConfig(goal_behavior="trial", k_trials=4, trial_length=91, hidden_goal=True,
+                     collision_behavior="remove", offroad_behavior="remove")
+
+
+def human_replay() -> EnvConfig:
+    """Ego-only control among replayed human logs (evaluation)."""
+    return EnvConfig(control_mode="ego_only", goal_behavior="stop", collision_behavior="stop")
+
+
+PRESETS = {"debug": debug, "default": default, "trial_k2": trial_k2, "trial_k4": trial_k4,
+           "hidden_goal_k4": hidden_goal_k4, "human_replay": human_replay}
+
+
+@dataclass
+class StepResult:
+    obs: torch.Tensor  # (E, A, obs_dim) float32
+    reward: torch.Tensor  # (E, A) float32
+    terminals: torch.Tensor  # (E, A) bool
+    truncations: torch.Tensor  # (E, A) bool
+    removed: torch.Tensor  # (E, A) bool
+    trial_ended: torch.Tensor  # (E, A) bool
+    controlled: torch.Tensor  # (E, A) bool
+
+
+def pool_to(pool: ScenarioPool, device: torch.device) -> ScenarioPool:
+    """The same pool with every tensor on `device`."""
+    kw = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in vars(pool).items()}
+    return ScenarioPool(**kw)
+
+
+class DriveEnv:
+    """Batched multi-agent driving simulator over a ScenarioPool."""
+
+    def __init__(self, cfg: EnvConfig, pool: ScenarioPool, device: str | torch.device = "cpu", seed: int = 0):
+        cfg.validate()
+        self.cfg = cfg
+        self.device = torch.device(device)
+        self.pool = pool_to(pool, self.device)
+        if cfg.hidden_goal and self.pool.goal_candidates is None:
+            raise ValueError("EnvConfig.hidden_goal=True needs a pool with goal_candidates (none in this pool)")
+        self.num_envs = E = cfg.num_envs
+        self.num_agents = A = min(cfg.max_agents, self.pool.pos.shape[1])
+        self.view = PoolView(self.pool, A, cfg.partner_style)
+        self.grid = build_grid(self.pool, cfg.road_radius, cfg.grid_cell, cfg.road_slots, cfg.edge_slots,
+                               pos_scale=POS_SCALE)
+        m = self.pool.goal_candidates.shape[2] if cfg.hidden_goal else 0
+        self.layout: ObsLayout = make_layout(cfg.partner_slots, cfg.road_slots, cfg.reward_conditioning, m)
+        self.obs_dim = self.layout.obs_dim
+        self.num_actions = NUM_DISCRETE if cfg.action == "discrete" else 2
+        self.tables = action_tables(cfg.limits, cfg.dynamics, self.device)
+        self.env_ids = torch.arange(E, device=self.device)
+        self.seed = seed
+        self.trial_mode = cfg.goal_behavior == "trial"
+        self.k = cfg.k_trials if self.trial_mode else 1
+        if cfg.compile:
+            self._observe = torch.compile(self._observe, dynamic=False)
+        self.ep_metrics = EpisodeMetrics(self.device)
+        self.trial_metrics = TrialMetrics(self.k, self.device) if self.trial_mode else None
+        self.reset(seed)
+
+    # ---- per-episode draws: pure functions of (seed, env, episode number) ----
+    def _draw(self) -> None:
+        ep, ids, s = self.episode, self.env_ids, self.seed
+        self.scene = rng.randint(self.view.P, ids, ep, s, 0)  # (E,)
+        self.style = rng.randint(self.view.replay_log[2], ids, ep, s, 1)  # (E,)
+        a = torch.arange(self.num_agents, device=self.device).unsqueeze(0)
+        self.true_goal = None
+        if self.cfg.hidden_goal:
+            M = self.view.candidates.shape[2]
+            self.true_goal = rng.randint(M, ids.unsqueeze(1), ep.unsqueeze(1), a, s, 2)  # (E, A)
+        if self.cfg.reward_conditioning:
+            self.weights = draw_weights(self.cfg.rc_lb, self.cfg.rc_ub, s, ids, ep, self.num_agents, 3)
+        else:
+            w = torch.tensor([self.cfg.reward_goal, self.cfg.reward_collision, self.cfg.reward_offroad],
+                             device=self.device)
+            self.weights = w.expand(self.num_envs, self.num_agents, 3)
+
+    def _start_state(self) -> SimState:
+        t0 = torch.full_like(self.scene, self.cfg.init_steps)
+        return self.view.episode_start(self.scene, t0, self.true_goal, self.cfg.control_mode)
+
+    def reset(self, seed: int | None = None) -> torch.Tensor:
+        """Start every env on a new episode; returns obs (E, A, obs_dim)."""
+        if seed is not None:
+            self.seed = int(seed)
+        E, A, dev = self.num_envs, self.num_agents, self.device
+        self.episode = torch.zeros(E, dtype=torch.long, device=dev)
+        self._draw()
+        self.start = self._start_state()  # this episode's start state per env (trial restarts, respawns)
+        self.state = SimState(**{k: v.clone() for k, v in vars(self.start).items()})
+        self.t = torch.full((E,), self.cfg.init_steps, dtype=torch.long, device=dev)  # log clock
+        self.ep_step = torch.zeros(E, dtype=torch.long, device=dev)
+        self.trial = torch.zeros(E, dtype=torch.long, device=dev)
+        self.trial_step = torch.zeros(E, dtype=torch.long, device=dev)
+        z = torch.zeros(E, A, device=dev)
+        # per-ego accumulators: episode return/length, sums over finished trials, flags of the current trial
+        self.acc = {k: z.clone() for k in ("ret", "len", "goal", "coll", "off", "score", "t_goal", "t_coll",
+                                           "t_off", "t_len")}
+        self.ep_metrics.read()
+        if self.trial_metrics is not None:
+            self.trial_metrics.read()
+        return self._observe(self.state)
+
+    @property
+    def controlled(self) -> torch.Tensor:
+        return self.state.role == POLICY  # (E, A)
+
+    # ---- observation of a state ----
+    def _visible(self, st: SimState, log_valid: torch.Tensor | None = None) -> torch.Tensor:
+        vis = (st.role != 0) & ~st.removed
+        if log_valid is not None:
+            vis = vis & ((st.role != EXPERT) | log_valid)
+        return vis
+
+    def _observe(self, st: SimState, log_valid: torch.Tensor | None = None) -> torch.Tensor:
+        cfg, lim = self.cfg, self.cfg.limits
+        vis = self._visible(st, log_valid)
+        c, s = torch.cos(st.heading), torch.sin(st.heading)
+        E, A = st.x.shape
+        L = self.layout
+        obs = torch.empty(E, A, L.obs_dim, device=self.device)
+        idx, ok = nearest_partners(st.x, st.y, vis, cfg.partner_slots, cfg.partner_radius, nearest_first=False)
+        partner_features(st.x, st.y, c, s, st.heading, st.speed, st.length, st.width, idx, ok,
+                         obs[..., L.partner_offset:L.road_offset].view(E, A, L.partner_slots, L.partner_dim))
+        road_cand, _ = self.grid.lookup(self.scene, st.x, st.y)
+        inv = 1.0 / self.grid.pos_scale
+        road_features(self.grid, road_cand, st.x * inv, st.y * inv, c, s, cfg.road_radius,
+                      obs[..., L.road_offset:].view(E, A, L.road_slots, L.road_dim))
+        cand = None
+        if cfg.hidden_goal:
+            cand = self.view.candidates[self.scene]  # (E, A, M, 2)
+        obs[..., : L.ego_dim] = ego_features(
+            st.goal_x, st.goal_y, st.x, st.y, c, s, st.speed, st.length, st.width, st.collided, st.offroad,
+            st.accel, st.steer, lim.max_accel, lim.max_steer, self.weights if cfg.reward_conditioning else None,
+            cand, cfg.hidden_goal)
+        return obs  # (E, A, obs_dim)
+
+    # ---- the step ----
+    def step(self, actions: torch.Tensor) -> StepResult:
+        cfg, lim, st = self.cfg, self.cfg.limits, self.state
+        dt = float(self.pool.dt)
+        ego = st.role == POLICY  # (E, A) egos of this step
+        in_play = ego & ~st.removed & ~st.stopped
+        out_before = ego & ~in_play
+
+        # 1. policy agents move
+        lon, lat = decode_actions(actions.to(self.device), self.tables, lim, cfg.dynamics)
+        if cfg.dynamics == "classic":
+            nx, ny, nh, nv = bicycle_step(st.x, st.y, st.heading, st.speed, lon, lat, st.length, dt, lim.max_speed)
+            na, ns = lon, lat
+        else:
+            nx, ny, nh, nv, na, ns = jerk_step(st.x, st.y, st.heading, st.speed, st.accel, st.steer, lon, lat,
+                                               st.length, dt, lim)
+        # 2. clocks; 3. log replay
+        self.t = self.t + 1
+        self.ep_step = self.ep_step + 1
+        self.trial_step = self.trial_step + 1
+        log, log_valid = self.view.log_at(self.view.replay_log, self.scene, self.style, self.t)  # (E, A, 4)
+        expert = st.role == EXPERT
+        x = torch.where(in_play, nx, torch.where(expert, log[..., 0], st.x))
+        y = torch.where(in_play, ny, torch.where(expert, log[..., 1], st.y))
+        heading = torch.where(in_play, nh, torch.where(expert, log[..., 2], st.heading))
+        speed = torch.where(in_play, nv, torch.where(expert, log[..., 3], st.speed))
+        accel = torch.where(in_play, na, st.accel)
+        steer = torch.where(in_play, ns, st.steer)
+        vis = (st.role != 0) & ~st.removed & (~expert | log_valid)
+
+        # 4. collisions among the few nearest others, offroad against nearby road edges
+        cidx, cok = nearest_partners(x, y, vis, cfg.collision_candidates, 12.0)  # (E, A, kc)
+        E, A, kc = cidx.shape
+        box = torch.stack([x, y, heading, st.length, st.width], -1)  # (E, A, 5)
+        other = torch.gather(box, 1, cidx.reshape(E, A * kc, 1).expand(E, A * kc, 5)).reshape(E, A, kc, 5)
+        hit = boxes_overlap(x.unsqueeze(-1), y.unsqueeze(-1), heading.unsqueeze(-1), st.length.unsqueeze(-1),
+                            st.width.unsqueeze(-1), *other.unbind(-1))  # (E, A, kc)
+        collided = (hit & cok).any(-1) & vis
+        _, edge_cand = self.grid.lookup(self.scene, x, y)
+        erows = self.grid.seg_table.index_select(0, edge_cand.reshape(-1)).view(*edge_cand.shape, -1)
+        eseg = segment_endpoints(erows, self.grid.pos_scale)  # (E, A, Ke, 4) metres
+        offroad = box_segment_overlap(x.unsqueeze(-1), y.unsqueeze(-1), heading.unsqueeze(-1),
+                                      st.length.unsqueeze(-1), st.width.unsqueeze(-1), eseg).any(-1) & vis
+
+        # 5. goals and rewards (only for egos in play this step)
+        if cfg.hidden_goal:
+            cand = self.view.candidates[self.scene]  # (E, A, M, 2)
+            hits = candidate_reached(x, y, speed, cand, cfg.goal_radius, cfg.goal_speed)  # (E, A, M)
+            true_hit = torch.gather(hits, 2, self.true_goal.unsqueeze(-1)).squeeze(-1)
+            wrong = hits.any(-1) & ~true_hit & in_play
+        else:
+            true_hit = goal_reached(x, y, speed, st.goal_x, st.goal_y, cfg.goal_radius, cfg.goal_speed)
+            wrong = torch.zeros_like(in_play)
+        reached = true_hit & in_play
+        coll_ev = collided & in_play
+        off_ev = offroad & in_play
+        reward = step_reward(self.weights, reached, coll_ev, off_ev) * in_play  # (E, A)
+
+        # 6. per-event behaviours
+        remove_now = wrong.clone()
+        stop_now = torch.zeros_like(in_play)
+        for ev, how in ((coll_ev, cfg.collision_behavior), (off_ev, cfg.offroad_behavior)):
+            if how == "remove":
+                remove_now = remove_now | ev
+            elif how == "stop":
+                stop_now = stop_now | ev
+        gb = cfg.goal_behavior
+        if gb == "trial":
+            remove_now = remove_now | reached
+        elif gb == "stop":
+            stop_now = stop_now | reached
+        stop_now = stop_now & ~remove_now
+        out_now = remove_now | stop_now
+        gx, gy, route_s = st.goal_x, st.goal_y, st.route_s
+        if gb == "new_goal":
+            ax, ay, ars = self.view.goal_ahead(self.scene, st, cfg.new_goal_distance)
+            ng = reached & ~out_now
+            gx, gy, route_s = torch.where(ng, ax, gx), torch.where(ng, ay, gy), torch.where(ng, ars, route_s)
+        stopped = st.stopped | stop_now
+        speed = torch.where(stopped, torch.zeros_like(speed), speed)
+        new = SimState(role=st.role, x=x, y=y, heading=heading, speed=speed, accel=accel, steer=steer,
+                       length=st.length, width=st.width, goal_x=gx, goal_y=gy, route_s=route_s,
+                       removed=st.removed | remove_now, stopped=stopped, collided=collided, offroad=offroad)
+
+        # 7. accumulators
+        acc = self.acc
+        acc["ret"] = acc["ret"] + reward
+        acc["len"] = acc["len"] + in_play.float()
+        acc["t_len"] = acc["t_len"] + in_play.float()
+        acc["t_goal"] = torch.maximum(acc["t_goal"], reached.float())
+        acc["t_coll"] = torch.maximum(acc["t_coll"], coll_ev.float())
+        acc["t_off"] = torch.maximum(acc["t_off"], off_ev.float())
+
+        # 8. trial / episode ends
+        # an env whose egos have all left play ends its trial / episode (envs without egos run on the clock)
+        any_in_play = (in_play & ~out_now).any(1) | ~ego.any(1)  # (E,)
+        zero_e = torch.zeros_like(any_in_play)
+        if self.trial_mode:
+            seg_end, timeout, ep_end = trial_end_flags(self.trial_step, cfg.trial_length, any_in_play,
+                                                       self.trial, cfg.k_trials)
+            trial_end_only = seg_end & ~ep_end
+            truncations = seg_end.unsqueeze(1) & ego
+            terminals = ep_end.unsqueeze(1) & ego
+            trial_ended = truncations
+            self.trial_metrics.add(seg_end, timeout, self.trial, ego, acc["t_goal"], acc["t_coll"], acc["t_off"],
+                                   acc["t_len"])
+        else:
+            timeout = self.ep_step >= cfg.episode_length
+            ep_end = timeout | ~any_in_play
+            seg_end, trial_end_only = ep_end, zero_e
+            terminals = out_now
+            truncations = timeout.unsqueeze(1) & ego & ~(new.removed | new.stopped)
+            trial_ended = torch.zeros_like(ego)
+        close = seg_end.unsqueeze(1)  # (E, 1) this env's trial (or episode) closes
+        t_score = acc["t_goal"] * (1 - acc["t_coll"]) * (1 - acc["t_off"])
+        for k_sum, k_now in (("goal", "t_goal"), ("coll", "t_coll"), ("off", "t_off")):
+            acc[k_sum] = acc[k_sum] + acc[k_now] * close
+        acc["score"] = acc["score"] + t_score * close
+        done = ep_end.unsqueeze(1) & ego
+        self.ep_metrics.add(done, acc["ret"], acc["len"], acc["goal"] / self.k, acc["coll"] / self.k,
+                            acc["off"] / self.k, acc["score"] / self.k)
+        for k in ("t_goal", "t_coll", "t_off", "t_len"):
+            acc[k] = acc[k] * ~close
+        for k in ("ret", "len", "goal", "coll", "off", "score"):
+            acc[k] = acc[k] * ~ep_end.unsqueeze(1)
+
+        # 9. resets: respawns and trial restarts go back to this episode's start; finished episodes draw anew
+        respawn = (reached & ~out_now) if gb == "respawn" else torch.zeros_like(reached)
+        new = new.blend(respawn | trial_end_only.unsqueeze(1), self.start)
+        self.trial = torch.where(trial_end_only, self.trial + 1, self.trial)
+        self.episode = self.episode + ep_end.long()
+        self._draw()
+        ep_mask = ep_end.unsqueeze(1).expand_as(ego)
+        self.start = self.start.blend(ep_mask, self._start_state())
+        new = new.blend(ep_mask, self.start)
+        self.trial = torch.where(ep_end, torch.zeros_like(self.trial), self.trial)
+        rewind = seg_end  # every trial restart and new episode rewinds the log clock
+        self.t = torch.where(rewind, torch.full_like(self.t, cfg.init_steps), self.t)
+        self.trial_step = torch.where(rewind, torch.zeros_like(self.trial_step), self.trial_step)
+        self.ep_step = torch.where(ep_end, torch.zeros_like(self.ep_step), self.ep_step)
+        self.state = new
+
+        # 10. observations of the post-reset state
+        _, post_valid = self.view.log_at(self.view.replay_log, self.scene, self.style, self.t)
+        obs = self._observe(new, post_valid)
+        return StepResult(obs=obs, reward=reward, terminals=terminals, truncations=truncations,
+                          removed=out_before, trial_ended=trial_ended, controlled=new.role == POLICY)
+
+    def metrics(self) -> dict[str, torch.Tensor]:
+        """Episode (and trial) metrics since the last call, as 0-dim device tensors; resets the sums."""
+        out = self.ep_metrics.read()
+        if self.trial_metrics is not None:
+            out.update(self.trial_metrics.read())
+        return out

@@ -1,0 +1,160 @@
+"""Ego-frame observations: ego features, nearest partners, nearest road segments; flat float32.
+
+obs = [ego (ego_dim) | partners (63 x 7) | road (200 x 7)], zero-padded, all in the ego's frame
+(x forward, y left), so a global rotation + translation of a scene leaves every observation unchanged.
+
+ego      : goal_x, goal_y, speed, length, width, collided, offroad, accel, steer
+           [+ 3 reward-conditioning weights (goal, collision, offroad)] [+ M x (x, y) hidden-goal candidates]
+           (in hidden-goal mode goal_x, goal_y are 0: only the candidates are shown)
+partner  : x, y, cos(rel heading), sin(rel heading), speed, length, width   (within `partner_radius`)
+road     : mid_x, mid_y, length, cos(rel dir), sin(rel dir), distance, type id (ROAD_TYPE_ID; 0 = padding)
+Positions and lengths are divided by POS_SCALE, speeds by SPEED_SCALE, sizes by SIZE_SCALE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ttlab.drive.scenarios.types import NUM_ROAD_TYPES
+from ttlab.drive.sim.geometry import to_ego
+from ttlab.drive.sim.grid import RoadGrid
+
+POS_SCALE = 50.0
+SPEED_SCALE = 20.0
+SIZE_SCALE = 5.0
+EGO_BASE_DIM = 9
+EGO_RC_DIM = 3
+
+
+@dataclass(frozen=True)
+class ObsLayout:
+    """Where each part of the flat observation lives."""
+
+    ego_dim: int
+    partner_slots: int = 63
+    partner_dim: int = 7
+    road_slots: int = 200
+    road_dim: int = 7
+    road_type_col: int = 6  # column of the road type id within one road feature row
+    num_road_types: int = NUM_ROAD_TYPES  # ids 0 (padding) .. NUM_ROAD_TYPES - 1
+    num_goal_candidates: int = 0  # hidden-goal mode: candidates appended to the ego features
+    reward_conditioning: bool = False  # 3 weights appended to the ego features
+
+    @property
+    def partner_offset(self) -> int:
+        return self.ego_dim
+
+    @property
+    def road_offset(self) -> int:
+        return self.ego_dim + self.partner_slots * self.partner_dim
+
+    @property
+    def obs_dim(self) -> int:
+        return self.road_offset + self.road_slots * self.road_dim
+
+    def split(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(..., obs_dim) -> ego (..., ego_dim), partners (..., 63, 7), road (..., 200, 7)."""
+        ego = obs[..., : self.ego_dim]
+        par = obs[..., self.partner_offset: self.road_offset].unflatten(-1, (self.partner_slots, self.partner_dim))
+        road = obs[..., self.road_offset:].unflatten(-1, (self.road_slots, self.road_dim))
+        return ego, par, road
+
+
+def make_layout(partner_slots: int, road_slots: int, reward_conditioning: bool, num_goal_candidates: int) -> ObsLayout:
+    ego_dim = EGO_BASE_DIM + (EGO_RC_DIM if reward_conditioning else 0) + 2 * num_goal_candidates
+    return ObsLayout(ego_dim=ego_dim, partner_slots=partner_slots, road_slots=road_slots,
+                     num_goal_candidates=num_goal_candidates, reward_conditioning=reward_conditioning)
+
+
+def nearest_partners(x: torch.Tensor, y: torch.Tensor, visible: torch.Tensor, k: int, radius: float,
+                     nearest_first: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k nearest visible others of each agent within `radius`, nearest first.
+
+    With nearest_first=False and k >= A - 1 every other agent is returned in slot order (no ranking).
+
+    x, y (E, A), visible (E, A) bool -> idx (E, A, k) long, ok (E, A, k) bool. Cost O(E A^2)."""
+    A = x.shape[1]
+    dx = x.unsqueeze(1) - x.unsqueeze(2)  # (E, A, A) other j minus self i
+    dy = y.unsqueeze(1) - y.unsqueeze(2)
+    d2 = dx * dx + dy * dy
+    eye = torch.eye(A, dtype=torch.bool, device=x.device)
+    bad = eye | ~visible.unsqueeze(1) | (d2 > radius * radius)  # (E, A, A)
+    d2 = d2.masked_fill(bad, float("inf"))
+    k = min(k, A - 1) if A > 1 else 0
+    if k == 0:
+        z = torch.zeros(*x.shape, 0, dtype=torch.long, device=x.device)
+        return z, z.bool()
+    if k == A - 1 and not nearest_first:  # every other agent fits: all of them in slot order, no ranking
+        j = torch.arange(A - 1, device=x.device)
+        idx = (j.unsqueeze(0) + (j.unsqueeze(0) >= torch.arange(A, device=x.device).unsqueeze(1))).long()  # (A, A-1)
+        idx = idx.expand(x.shape[0], A, A - 1)
+        return idx, ~torch.gather(bad, 2, idx)
+    val, idx = torch.topk(d2, k, dim=2, largest=False)  # (E, A, k)
+    return idx, torch.isfinite(val)
+
+
+def partner_features(x, y, cos_h, sin_h, heading, speed, length, width, idx, ok, out: torch.Tensor) -> None:
+    """Write the selected partners' features in each ego's frame into out (E, A, slots, 7); 0 where not ok."""
+    E, A, k = idx.shape
+    flat = idx.reshape(E, A * k)  # (E, A*k)
+    table = torch.stack([x, y, heading, speed, length, width], dim=-1)  # (E, A, 6)
+    p = torch.gather(table, 1, flat.unsqueeze(-1).expand(E, A * k, 6)).reshape(E, A, k, 6)
+    c, s = cos_h.unsqueeze(-1), sin_h.unsqueeze(-1)
+    rx, ry = to_ego(p[..., 0] - x.unsqueeze(-1), p[..., 1] - y.unsqueeze(-1), c, s)
+    dh = p[..., 2] - heading.unsqueeze(-1)
+    feat = torch.stack([
+        rx * (1 / POS_SCALE), ry * (1 / POS_SCALE), torch.cos(dh), torch.sin(dh),
+        p[..., 3] * (1 / SPEED_SCALE), p[..., 4] * (1 / SIZE_SCALE), p[..., 5] * (1 / SIZE_SCALE),
+    ], dim=-1)  # (E, A, k, 7)
+    torch.where(ok.unsqueeze(-1), feat, feat.new_zeros(()), out=out[:, :, :k])
+    if k < out.shape[2]:
+        out[:, :, k:] = 0.0
+
+
+def road_features(grid: RoadGrid, cand: torch.Tensor, xs: torch.Tensor, ys: torch.Tensor, cos_h: torch.Tensor,
+                  sin_h: torch.Tensor, radius: float, out: torch.Tensor) -> None:
+    """Write candidate road segments within `radius` in each ego's frame into out (E, A, slots, 7).
+
+    cand (E, A, Kc) rows of grid.seg_table; xs, ys (E, A) agent positions already divided by the
+    table's pos_scale. When Kc > slots the `slots` nearest are kept. Rows outside the radius are 0."""
+    E, A, Kc = cand.shape
+    slots = out.shape[2]
+    seg = grid.seg_table.index_select(0, cand.reshape(-1)).view(E, A, Kc, 8)  # (E, A, Kc, 8)
+    xe, ye = xs.unsqueeze(-1), ys.unsqueeze(-1)  # (E, A, 1)
+    dx, dy = seg[..., 0] - xe, seg[..., 1] - ye  # from the ego to the segment start
+    ux, uy, ln = seg[..., 2], seg[..., 3], seg[..., 4]
+    t = torch.minimum(torch.addcmul(dx * ux, dy, uy).neg_().clamp_(min=0.0), ln)  # closest point along
+    dist = torch.hypot(torch.addcmul(dx, t, ux), torch.addcmul(dy, t, uy))  # (E, A, Kc)
+    if Kc > slots:
+        dist, keep = torch.topk(dist, slots, dim=2, largest=False)
+        seg = torch.gather(seg, 2, keep.unsqueeze(-1).expand(E, A, slots, 8))
+    k = seg.shape[2]
+    c, s = cos_h.unsqueeze(-1), sin_h.unsqueeze(-1)
+    mx, my = seg[..., 5] - xe, seg[..., 6] - ye
+    dc, ds = to_ego(seg[..., 2], seg[..., 3], c, s)
+    feat = torch.stack([mx * c + my * s, my * c - mx * s, seg[..., 4], dc, ds, dist, seg[..., 7]], dim=-1)
+    torch.where((dist <= radius / grid.pos_scale).unsqueeze(-1), feat, feat.new_zeros(()), out=out[:, :, :k])  # (E, A, k, 7)
+    if k < slots:
+        out[:, :, k:] = 0.0
+
+
+def ego_features(goal_x, goal_y, x, y, cos_h, sin_h, speed, length, width, collided, offroad, accel, steer,
+                 max_accel: float, max_steer: float, rc_weights: torch.Tensor | None,
+                 candidates: torch.Tensor | None, hide_goal: bool) -> torch.Tensor:
+    """(E, A, ego_dim). candidates (E, A, M, 2) world positions or None."""
+    gx, gy = to_ego(goal_x - x, goal_y - y, cos_h, sin_h)
+    if hide_goal:
+        gx, gy = torch.zeros_like(gx), torch.zeros_like(gy)
+    parts = [torch.stack([
+        gx / POS_SCALE, gy / POS_SCALE, speed / SPEED_SCALE, length / SIZE_SCALE, width / SIZE_SCALE,
+        collided.float(), offroad.float(), accel / max_accel, steer / max_steer,
+    ], dim=-1)]  # (E, A, 9)
+    if rc_weights is not None:
+        parts.append(rc_weights)  # (E, A, 3)
+    if candidates is not None:
+        c, s = cos_h.unsqueeze(-1), sin_h.unsqueeze(-1)
+        cx, cy = to_ego(candidates[..., 0] - x.unsqueeze(-1), candidates[..., 1] - y.unsqueeze(-1), c, s)
+        parts.append(torch.stack([cx, cy], -1).flatten(-2) / POS_SCALE)  # (E, A, 2M)
+    return torch.cat(parts, dim=-1)

@@ -1,0 +1,45 @@
+"""Goal tests and the per-step reward (pure functions).
+
+reward = w_goal * reached + w_collision * collided + w_offroad * offroad, per agent, where the weights
+are either the config's fixed weights or per-agent reward-conditioning weights drawn per episode
+uniformly in [lb, ub] (and shown to the policy in its ego features).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ttlab.drive.sim import rng
+
+
+def goal_reached(x: torch.Tensor, y: torch.Tensor, speed: torch.Tensor, gx: torch.Tensor, gy: torch.Tensor,
+                 radius: float, max_speed: float) -> torch.Tensor:
+    """Within `radius` metres of the goal at speed <= `max_speed` (elementwise bool)."""
+    dx, dy = x - gx, y - gy
+    return (dx * dx + dy * dy <= radius * radius) & (speed <= max_speed)
+
+
+def candidate_reached(x: torch.Tensor, y: torch.Tensor, speed: torch.Tensor, cand: torch.Tensor,
+                      radius: float, max_speed: float) -> torch.Tensor:
+    """Hidden-goal mode: (E, A, M) bool, which candidate goals (E, A, M, 2) are reached."""
+    return goal_reached(x.unsqueeze(-1), y.unsqueeze(-1), speed.unsqueeze(-1), cand[..., 0], cand[..., 1],
+                        radius, max_speed)
+
+
+def step_reward(weights: torch.Tensor, reached: torch.Tensor, collided: torch.Tensor,
+                offroad: torch.Tensor) -> torch.Tensor:
+    """weights (E, A, 3) = (goal, collision, offroad); events (E, A) bool -> reward (E, A) float32."""
+    ev = torch.stack([reached, collided, offroad], dim=-1).float()  # (E, A, 3)
+    return (weights * ev).sum(-1)
+
+
+def draw_weights(lb: tuple[float, float, float], ub: tuple[float, float, float], seed: int,
+                 env_ids: torch.Tensor, episode: torch.Tensor, num_agents: int, stream: int) -> torch.Tensor:
+    """Per-agent reward weights (E, A, 3) uniform in [lb, ub], a pure function of (seed, env, episode)."""
+    dev = env_ids.device
+    a = torch.arange(num_agents, device=dev).view(1, -1, 1)
+    c = torch.arange(3, device=dev).view(1, 1, -1)
+    u = rng.uniform(env_ids.view(-1, 1, 1), episode.view(-1, 1, 1), a, c, seed, stream)  # (E, A, 3)
+    lo = torch.tensor(lb, device=dev)
+    hi = torch.tensor(ub, device=dev)
+    return lo + u * (hi - lo)
