@@ -2,10 +2,76 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from ttlab.common.cli import dispatch
+from ttlab.common.config import parse_config
+
+
+@dataclass
+class RenderConfig:
+    """Render a top-down video of one env: a procedural scene or a Waymo-format JSON file."""
+
+    scene: str = "procedural"
+    """'procedural' or the path of a Waymo/GPUDrive-format JSON scene."""
+    out: Path = Path("runs/drive/render.mp4")
+    """Output video (.mp4 or .gif)."""
+    actions: str = "replay"
+    """replay (every agent follows its log) | random (policy agents take random actions)."""
+    steps: int = 90
+    """Ticks to render."""
+    goal_behavior: str = "respawn"
+    """respawn | new_goal | stop | trial."""
+    k_trials: int = 2
+    """Trials per episode when goal_behavior=trial."""
+    trial_length: int = 45
+    """Ticks per trial when goal_behavior=trial."""
+    seed: int = 0
+    """Scene and action seed."""
+    size: int = 512
+    """Frame size in pixels."""
+    fps: int = 10
+    """Frames per second."""
+    device: str = "auto"
+    """auto | cpu | cuda."""
+
+
+def render_presets() -> dict:
+    return {"debug": lambda: RenderConfig(steps=10, size=128, out=Path("runs/drive/render_debug.gif"))}
+
+
+def render_main(argv: list[str]) -> int:
+    from ttlab.common.device import resolve_device
+    from ttlab.drive.render import rollout_frames, write_video
+    from ttlab.drive.sim.env import DriveEnv, EnvConfig
+    from ttlab.drive.sim.sources import json_scene, procedural_scenes, to_pool
+
+    cfg = parse_config(RenderConfig, render_presets(), argv, prog="ttlab drive render")
+    if cfg.actions not in ("replay", "random"):
+        print(f"ttlab drive render: --actions {cfg.actions!r}: expected replay or random")
+        return 2
+    device = resolve_device(cfg.device)
+    scenes = procedural_scenes(1, cfg.seed)[0] if cfg.scene == "procedural" else [json_scene(cfg.scene)]
+    env_cfg = EnvConfig(num_envs=1, max_agents=128, goal_behavior=cfg.goal_behavior, k_trials=cfg.k_trials,
+                        trial_length=cfg.trial_length, episode_length=max(cfg.steps + 1, 2),
+                        control_mode="replay" if cfg.actions == "replay" else "all")
+    env = DriveEnv(env_cfg, to_pool(scenes, device), device=device, seed=cfg.seed)
+    frames = rollout_frames(env, cfg.steps, cfg.actions, size=cfg.size, seed=cfg.seed)
+    path = write_video(frames, cfg.out, cfg.fps)
+    print(f"wrote {path} ({len(frames)} frames)")
+    return 0
+
 
 COMMANDS: dict = {
     # name: (handler(argv) -> int, one-line help); commands are added as they are built.
+    "render": (render_main, "render a top-down video of a procedural or JSON scene (logs or random actions)"),
+    "convert": (lambda argv: __import__("ttlab.drive.scenarios.convert_cmd", fromlist=["main"]).main(argv),
+                "convert a folder of Waymo/GPUDrive JSON scenes into a fast-loading scenario cache"),
+    "train": (lambda argv: __import__("ttlab.drive.train", fromlist=["main"]).main(argv),
+              "train a policy with PPO (--preset default|adaptive_k2|adaptive_k4|hidden_goal|debug)"),
+    "eval": (lambda argv: __import__("ttlab.drive.evaluate", fromlist=["main"]).main(argv),
+             "evaluate a checkpoint: self_play | human_replay | trial (trial_k_score, ada_delta); JSON + video"),
 }
 
 

@@ -1,0 +1,62 @@
+"""Driving policies: PufferDrive-style encoders and three cores (MLP, LSTM, causal transformer).
+
+Every policy has two entry points:
+
+- `forward_eval(obs (N, D), state, terminals (N,), removed (N,)) -> (logits, value, state)` to step;
+- `forward(obs (B, T, D), terminals (B, T), removed (B, T), state=None, pos0=None) -> (logits, values, state)`
+  to train, where `terminals[:, t]` means obs[:, t] starts a new episode.
+
+plus `initial_state(n, device)` and `context_len` (buffer prefix the rollout carries into each row).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from ttlab.drive.policy.encoders import ObsEncoder, ObsLayout
+from ttlab.drive.policy.lstm import LSTMPolicy
+from ttlab.drive.policy.mlp import MLPPolicy
+from ttlab.drive.policy.transformer import KVCache, TransformerPolicy
+
+CORES = ("mlp", "lstm", "transformer")
+
+
+@dataclass
+class PolicyConfig:
+    """Policy architecture."""
+
+    core: str = "mlp"
+    """mlp (memoryless), lstm, or transformer (KV cache)."""
+    embed: int = 64
+    """Width of each encoder (ego, partner, road) before pooling."""
+    hidden: int = 128
+    """Width of the core (d_model for the transformer)."""
+    n_layers: int = 2
+    """Transformer layers."""
+    n_heads: int = 4
+    """Transformer attention heads."""
+    horizon: int = 0
+    """Transformer context in steps; 0 = K x trial_length of the env (one whole episode)."""
+
+
+def build_policy(cfg: PolicyConfig, layout, num_actions: int, continuous: bool = False,
+                 horizon: int | None = None) -> nn.Module:
+    """Build the policy named by `cfg.core`; `horizon` is used when `cfg.horizon` is 0."""
+    layout = ObsLayout.of(layout)
+    if cfg.core == "mlp":
+        return MLPPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden)
+    if cfg.core == "lstm":
+        return LSTMPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden)
+    if cfg.core == "transformer":
+        h = cfg.horizon or horizon
+        if not h:
+            raise ValueError("policy.horizon is 0 and the env gave no K x trial_length; set --policy.horizon")
+        return TransformerPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden, cfg.n_layers,
+                                 cfg.n_heads, h)
+    raise ValueError(f"--policy.core {cfg.core!r}: expected one of {', '.join(CORES)}")
+
+
+__all__ = ["CORES", "KVCache", "LSTMPolicy", "MLPPolicy", "ObsEncoder", "ObsLayout", "PolicyConfig",
+           "TransformerPolicy", "build_policy"]

@@ -1,0 +1,201 @@
+"""Causal transformer policy with a real, preallocated KV cache.
+
+One token per agent per step: token = encoder(obs) + sinusoid(position within the episode).
+
+Stepping (`forward_eval`): each agent owns a ring of `horizon` slots per layer (horizon = K x
+trial_length: one whole episode). A step writes the agent's new key/value at slot `pos % horizon` and
+attends (SDPA) over the slots that are valid, plus its own. On `terminals` (the observation starts a
+new episode) the agent's slots are invalidated and its position reset to 0; truncations (trial ends)
+change nothing here, so the cache is kept across trials: this is what lets the agent adapt. A slot
+written while the agent is `removed` is marked invalid right after its own step, so no later query
+reads limbo. Resets are per agent (`reset_agents`).
+
+Training (`forward`): the same computation over a (B, T) sequence at once. Query i may read key j iff
+j <= i, j is in the same episode (no `terminals` in (j, i]), i - j < horizon, and j is not removed or
+j == i (a query always sees itself, so no row is all-masked). `forward(...)` equals step-by-step
+`forward_eval` (tested to 1e-5 at fp32 on rows with several episodes and limbo slots).
+
+Exact context in training: a buffer row is the agent's last `context_len = horizon - 1` steps of the
+previous rollout (context only, no loss) followed by the T new steps. At the start of each rollout the
+cache is rebuilt from that prefix with the current weights (`forward(..., return_state=True)` builds
+the ring from the prefix's keys and values), so an episode that crosses a row boundary is seen by the
+rollout and by training through the same tokens and the same weights.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ttlab.drive.policy.dist import head_size
+from ttlab.drive.policy.encoders import ObsEncoder, ObsLayout
+
+
+def sinusoid(pos: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sinusoidal encoding (..., dim) of integer positions `pos` (...)."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=pos.device, dtype=torch.float32) / half)
+    ang = pos.to(torch.float32).unsqueeze(-1) * freqs  # (..., half)
+    out = torch.cat([ang.sin(), ang.cos()], dim=-1)  # (..., 2*half)
+    if dim % 2:
+        out = F.pad(out, (0, 1))
+    return out
+
+
+@dataclass
+class KVCache:
+    """Per-agent ring cache: k, v (L, N, H, S, dh); valid (N, S) bool; pos (N,) long = next position."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    valid: torch.Tensor
+    pos: torch.Tensor
+
+    def reset_agents(self, mask: torch.Tensor) -> None:
+        """Forget everything for agents where `mask` (N,) is True (in place)."""
+        self.valid &= ~mask.unsqueeze(-1)
+        self.pos.masked_fill_(mask, 0)
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def qkv_heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(..., d) -> q, k, v each (..., H, dh)."""
+        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        shape = (*x.shape[:-1], self.heads, x.shape[-1] // self.heads)
+        return q.reshape(shape), k.reshape(shape), v.reshape(shape)
+
+    def finish(self, x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+        x = x + self.proj(attn)
+        return x + self.mlp(self.ln2(x))
+
+
+class TransformerPolicy(nn.Module):
+    def __init__(self, layout: ObsLayout, num_actions: int, continuous: bool = False, embed: int = 64,
+                 d_model: int = 128, n_layers: int = 2, n_heads: int = 4, horizon: int = 182):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+        if horizon < 1:
+            raise ValueError(f"horizon={horizon} must be >= 1 (K x trial_length)")
+        self.num_actions, self.continuous = num_actions, continuous
+        self.d, self.n_layers, self.n_heads, self.horizon = d_model, n_layers, n_heads, horizon
+        self.context_len = horizon - 1
+        self.encoder = ObsEncoder(layout, embed, d_model)
+        self.blocks = nn.ModuleList(Block(d_model, n_heads) for _ in range(n_layers))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.actor = nn.Linear(d_model, head_size(num_actions, continuous))
+        self.critic = nn.Linear(d_model, 1)
+        nn.init.orthogonal_(self.actor.weight, 0.01)
+        nn.init.zeros_(self.actor.bias)
+
+    def initial_state(self, n: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> KVCache:
+        dh = self.d // self.n_heads
+        shape = (self.n_layers, n, self.n_heads, self.horizon, dh)
+        return KVCache(
+            k=torch.zeros(shape, device=device, dtype=dtype),
+            v=torch.zeros(shape, device=device, dtype=dtype),
+            valid=torch.zeros(n, self.horizon, dtype=torch.bool, device=device),
+            pos=torch.zeros(n, dtype=torch.long, device=device),
+        )
+
+    def _heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self.ln_f(x)
+        return self.actor(x), self.critic(x).squeeze(-1)
+
+    # ---- stepping -------------------------------------------------------------------------------
+    def forward_eval(self, obs: torch.Tensor, state: KVCache, terminals: torch.Tensor, removed: torch.Tensor):
+        """obs (N, D), terminals/removed (N,) bool -> logits (N, P), value (N,), the same (mutated) cache."""
+        n, S = obs.shape[0], self.horizon
+        state.reset_agents(terminals.bool())
+        slot = state.pos % S  # (N,)
+        here = torch.arange(S, device=obs.device).unsqueeze(0) == slot.unsqueeze(1)  # (N, S)
+        attend = (state.valid & ~here) | here  # (N, S): the slot about to be overwritten is stale
+        mask = attend[:, None, None, :]  # (N, 1, 1, S)
+        x = self.encoder(obs) + sinusoid(state.pos, self.d).to(obs.dtype)  # (N, d)
+        rows = torch.arange(n, device=obs.device)
+        for layer, blk in enumerate(self.blocks):
+            q, k, v = blk.qkv_heads(x)  # (N, H, dh)
+            state.k[layer, rows, :, slot] = k.to(state.k.dtype)
+            state.v[layer, rows, :, slot] = v.to(state.v.dtype)
+            a = F.scaled_dot_product_attention(q.unsqueeze(2), state.k[layer].to(q.dtype),
+                                               state.v[layer].to(q.dtype), attn_mask=mask)  # (N, H, 1, dh)
+            x = blk.finish(x, a.reshape(n, self.d))
+        state.valid.copy_(torch.where(here, ~removed.bool().unsqueeze(1), state.valid & ~here))
+        state.pos += 1
+        logits, value = self._heads(x)
+        return logits, value, state
+
+    # ---- training -------------------------------------------------------------------------------
+    @staticmethod
+    def positions(terminals: torch.Tensor, pos0: torch.Tensor | None) -> torch.Tensor:
+        """Position within the episode of every token (B, T); `pos0` (B,) = position of token 0."""
+        B, T = terminals.shape
+        t = torch.arange(T, device=terminals.device).expand(B, T)  # (B, T)
+        last_start = torch.where(terminals.bool(), t, torch.full_like(t, -1)).cummax(dim=1).values  # (B, T)
+        base = pos0.unsqueeze(1) + t if pos0 is not None else t
+        return torch.where(last_start >= 0, t - last_start, base)  # (B, T)
+
+    def attention_mask(self, terminals: torch.Tensor, removed: torch.Tensor) -> torch.Tensor:
+        """(B, 1, T, T) bool: query i may read key j."""
+        B, T = terminals.shape
+        ep = terminals.long().cumsum(dim=1)  # (B, T) episode index within the row
+        i = torch.arange(T, device=terminals.device)
+        causal = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < self.horizon)  # (T, T)
+        same = ep.unsqueeze(2) == ep.unsqueeze(1)  # (B, T, T)
+        source = (~removed.bool()).unsqueeze(1) | torch.eye(T, dtype=torch.bool, device=terminals.device)  # (B, T, T)
+        return (causal & same & source).unsqueeze(1)
+
+    def forward(self, obs: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, state=None,
+                pos0: torch.Tensor | None = None, return_state: bool = False):
+        """obs (B, T, D), terminals/removed (B, T) -> logits (B, T, P), values (B, T), cache or None.
+
+        `terminals[:, t]` means obs[:, t] starts a new episode. With `return_state`, also builds the
+        KV cache a stepping agent would hold after the last token (used to prefill each rollout).
+        """
+        B, T = obs.shape[:2]
+        pos = self.positions(terminals, pos0)  # (B, T)
+        mask = self.attention_mask(terminals, removed)  # (B, 1, T, T)
+        x = self.encoder(obs) + sinusoid(pos, self.d).to(obs.dtype)  # (B, T, d)
+        ks, vs = [], []
+        for blk in self.blocks:
+            q, k, v = (z.transpose(1, 2) for z in blk.qkv_heads(x))  # (B, H, T, dh)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, T, dh)
+            x = blk.finish(x, a.transpose(1, 2).reshape(B, T, self.d))
+            if return_state:
+                ks.append(k)
+                vs.append(v)
+        logits, values = self._heads(x)
+        cache = self._ring_from_sequence(ks, vs, pos, terminals, removed) if return_state else None
+        return logits, values, cache
+
+    def _ring_from_sequence(self, ks, vs, pos, terminals, removed) -> KVCache:
+        """The ring cache after stepping through the sequence: slot j holds the latest token of the
+        current episode whose position is j mod S (gather, no loop)."""
+        B, T = pos.shape
+        S = self.horizon
+        pos_last = pos[:, -1]  # (B,)
+        j = torch.arange(S, device=pos.device)
+        back = (pos_last.unsqueeze(1) - j) % S  # (B, S) steps back from the last token
+        idx = (T - 1) - back  # (B, S) token index in the row
+        ep = terminals.long().cumsum(dim=1)  # (B, T)
+        safe = idx.clamp(min=0)
+        valid = (idx >= 0) & (back <= pos_last.unsqueeze(1))
+        valid &= ep.gather(1, safe) == ep[:, -1:]
+        valid &= ~removed.bool().gather(1, safe)
+        gidx = safe[:, None, :, None].expand(B, self.n_heads, S, self.d // self.n_heads)  # (B, H, S, dh)
+        k = torch.stack([kk.gather(2, gidx) for kk in ks])  # (L, B, H, S, dh)
+        v = torch.stack([vv.gather(2, gidx) for vv in vs])  # (L, B, H, S, dh)
+        return KVCache(k=k.contiguous(), v=v.contiguous(), valid=valid, pos=pos_last + 1)

@@ -1,0 +1,175 @@
+"""PPO: the clipped losses as pure masked functions, and one update over a rollout buffer.
+
+Every statistic is a mean over *valid* steps only (controlled by the learner and not `removed`); steps
+in limbo or belonging to agents the learner does not control contribute exactly zero to losses,
+gradients, `approx_kl` and `clipfrac` (masking is done with `torch.where`, so even a NaN there cannot
+leak). Advantages are normalised per minibatch over valid steps. Metric names follow cleanrl.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ttlab.drive.policy.dist import entropy as dist_entropy
+from ttlab.drive.policy.dist import log_prob as dist_log_prob
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of `x` over `mask` (same shape); 0 when the mask is empty."""
+    m = mask.to(torch.float32)
+    return torch.where(mask, x, torch.zeros_like(x)).float().sum() / m.sum().clamp_min(1.0)
+
+
+def normalize_advantages(adv: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """(adv - mean) / (std + eps) with mean and (unbiased) std over valid steps; masked entries -> 0."""
+    m = mask.to(adv.dtype)
+    n = m.sum().clamp_min(1.0)
+    mean = (adv * m).sum() / n
+    var = (((adv - mean) * m) ** 2).sum() / (n - 1).clamp_min(1.0)
+    out = (adv - mean) / (var.sqrt() + eps)
+    return torch.where(mask, out, torch.zeros_like(out))
+
+
+def ppo_losses(
+    new_logprob: torch.Tensor,
+    old_logprob: torch.Tensor,
+    advantages: torch.Tensor,
+    new_value: torch.Tensor,
+    old_value: torch.Tensor,
+    returns: torch.Tensor,
+    entropy: torch.Tensor,
+    mask: torch.Tensor,
+    clip_coef: float = 0.2,
+    vf_clip_coef: float | None = 0.2,
+    ent_coef: float = 0.01,
+    vf_coef: float = 0.5,
+) -> dict[str, torch.Tensor]:
+    """Clipped surrogate, (optionally clipped) value loss and entropy bonus; all inputs share one shape.
+
+    Returns `loss` (to minimise) and the cleanrl statistics, each a 0-d tensor.
+    """
+    mask = mask.bool()
+    zero = torch.zeros_like(new_logprob)
+    logratio = torch.where(mask, new_logprob - old_logprob, zero)
+    ratio = logratio.exp()
+    pg1 = -advantages * ratio
+    pg2 = -advantages * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef)
+    policy_loss = masked_mean(torch.maximum(pg1, pg2), mask)
+    v_err = (new_value - returns) ** 2
+    if vf_clip_coef is not None:
+        v_clipped = old_value + (new_value - old_value).clamp(-vf_clip_coef, vf_clip_coef)
+        v_err = torch.maximum(v_err, (v_clipped - returns) ** 2)
+    value_loss = 0.5 * masked_mean(v_err, mask)
+    ent = masked_mean(entropy, mask)
+    loss = policy_loss - ent_coef * ent + vf_coef * value_loss
+    with torch.no_grad():
+        approx_kl = masked_mean((ratio - 1.0) - logratio, mask)
+        clipfrac = masked_mean(((ratio - 1.0).abs() > clip_coef).float(), mask)
+    return {
+        "loss": loss,
+        "policy_loss": policy_loss,
+        "value_loss": value_loss,
+        "entropy": ent,
+        "approx_kl": approx_kl,
+        "clipfrac": clipfrac,
+    }
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """1 - Var[R - V] / Var[R] over valid steps (NaN when Var[R] is 0, as cleanrl)."""
+    r_mean = masked_mean(returns, mask)
+    var_r = masked_mean((returns - r_mean) ** 2, mask)
+    d = returns - values
+    d_mean = masked_mean(d, mask)
+    var_d = masked_mean((d - d_mean) ** 2, mask)
+    return torch.where(var_r > 0, 1.0 - var_d / var_r.clamp_min(1e-12), torch.full_like(var_r, float("nan")))
+
+
+@dataclass
+class PPOConfig:
+    """PPO hyper-parameters."""
+
+    lr: float = 3e-4
+    """Adam learning rate."""
+    gamma: float = 0.99
+    """Discount."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    update_epochs: int = 4
+    """Passes over the buffer per update."""
+    num_minibatches: int = 4
+    """Minibatches per epoch; a minibatch is a set of whole buffer rows (sequences)."""
+    clip_coef: float = 0.2
+    """Policy ratio clip."""
+    vf_clip_coef: float = 0.2
+    """Value clip around the rollout value (<= 0 disables)."""
+    ent_coef: float = 0.01
+    """Entropy bonus weight."""
+    vf_coef: float = 0.5
+    """Value loss weight."""
+    max_grad_norm: float = 0.5
+    """Gradient clipping (global L2 norm)."""
+    norm_adv: bool = True
+    """Normalise advantages per minibatch over valid steps."""
+    target_kl: float | None = None
+    """Stop the epoch loop early when approx_kl exceeds this."""
+
+
+def ppo_update(
+    policy: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batch,
+    cfg: PPOConfig,
+    generator: torch.Generator | None = None,
+    autocast_bf16: bool = False,
+    forward=None,
+) -> dict[str, torch.Tensor]:
+    """One PPO update over a `rollout.Batch`; returns the metrics (0-d tensors; no host sync here).
+
+    `forward` (default `policy.forward`) may be a compiled version of it.
+    """
+    forward = forward or policy.forward
+    n_rows, T = batch.actions.shape[:2]
+    C = batch.obs.shape[1] - T  # context prefix (transformer) carried from the previous rollout
+    mb_rows = max(1, n_rows // max(1, cfg.num_minibatches))
+    device = batch.obs.device
+    stats: dict[str, list[torch.Tensor]] = {k: [] for k in ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")}
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if autocast_bf16 and device.type == "cuda" else contextlib.nullcontext()
+    vf_clip = cfg.vf_clip_coef if cfg.vf_clip_coef and cfg.vf_clip_coef > 0 else None
+    stop_early = False
+    for _epoch in range(cfg.update_epochs):
+        perm = torch.randperm(n_rows, generator=generator).to(device)
+        for start in range(0, n_rows, mb_rows):
+            idx = perm[start:start + mb_rows]
+            state0 = None if batch.state0 is None else tuple(s[idx] for s in batch.state0)
+            with amp:
+                logits, value, _ = forward(batch.obs[idx], batch.terminals[idx], batch.removed[idx],
+                                           state=state0, pos0=batch.pos0[idx])
+            logits = logits[:, C:].float()  # (mb, T, P)
+            value = value[:, C:].float()  # (mb, T)
+            mask = batch.mask[idx]  # (mb, T)
+            new_lp = dist_log_prob(logits, batch.actions[idx], policy.continuous)  # (mb, T)
+            ent = dist_entropy(logits, policy.continuous)  # (mb, T)
+            adv = batch.advantages[idx]
+            if cfg.norm_adv:
+                adv = normalize_advantages(adv, mask)
+            out = ppo_losses(new_lp, batch.logprobs[idx], adv, value, batch.values[idx], batch.returns[idx], ent,
+                             mask, cfg.clip_coef, vf_clip, cfg.ent_coef, cfg.vf_coef)
+            optimizer.zero_grad(set_to_none=True)
+            out["loss"].backward()
+            nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            for k in stats:
+                stats[k].append(out[k].detach())
+            if cfg.target_kl is not None and float(out["approx_kl"]) > cfg.target_kl:  # sync: opt-in only
+                stop_early = True
+                break
+        if stop_early:
+            break
+    metrics = {f"losses/{k}": torch.stack(v).mean() for k, v in stats.items()}
+    metrics["losses/explained_variance"] = explained_variance(batch.values, batch.returns, batch.mask)
+    return metrics

@@ -1,0 +1,59 @@
+"""Named training configs (`ttlab drive train --preset NAME`), one function each."""
+
+from __future__ import annotations
+
+from ttlab.drive.policy import PolicyConfig
+from ttlab.drive.ppo import PPOConfig
+from ttlab.drive.sim.env import EnvConfig
+from ttlab.drive.train import TrainConfig
+
+
+def default() -> TrainConfig:
+    """Goal respawn on procedural scenes, memoryless MLP (the PufferDrive baseline)."""
+    return TrainConfig(
+        env=EnvConfig(num_envs=64, max_agents=32, goal_behavior="respawn", episode_length=91),
+        scenarios="procedural:n=256", policy=PolicyConfig(core="mlp"), rollout_steps=64,
+        total_agent_steps=50_000_000)
+
+
+def _adaptive(k: int) -> TrainConfig:
+    return TrainConfig(
+        env=EnvConfig(num_envs=64, max_agents=32, goal_behavior="trial", k_trials=k, trial_length=91,
+                      collision_behavior="remove", offroad_behavior="remove"),
+        scenarios="procedural:n=256", policy=PolicyConfig(core="transformer", hidden=128, n_layers=2, n_heads=4),
+        rollout_steps=128, total_agent_steps=100_000_000)
+
+
+def adaptive_k2() -> TrainConfig:
+    """Two-trial episodes, transformer with a K x trial_length KV cache."""
+    return _adaptive(2)
+
+
+def adaptive_k4() -> TrainConfig:
+    """Four-trial episodes, transformer with a K x trial_length KV cache."""
+    return _adaptive(4)
+
+
+def hidden_goal() -> TrainConfig:
+    """Hidden goal among M = 3 exits, K = 2 trials: memory pays from trial 1 on."""
+    cfg = _adaptive(2)
+    cfg.env.hidden_goal = True
+    cfg.env.trial_length = 60
+    cfg.scenarios = "procedural:n=128,families=hidden_goal,hidden_goal=1"
+    cfg.total_agent_steps = 30_000_000
+    return cfg
+
+
+def debug() -> TrainConfig:
+    """Tiny: 2 envs x 4 agents, 2 trials of 8 ticks, 1-layer transformer, 3 updates (seconds on CPU)."""
+    return TrainConfig(
+        env=EnvConfig(num_envs=2, max_agents=4, goal_behavior="trial", k_trials=2, trial_length=8,
+                      collision_behavior="remove", offroad_behavior="remove", partner_slots=8, road_slots=32),
+        scenarios="procedural:n=4,agents=4",
+        policy=PolicyConfig(core="transformer", embed=16, hidden=32, n_layers=1, n_heads=2),
+        ppo=PPOConfig(update_epochs=2, num_minibatches=2), rollout_steps=16, total_agent_steps=3 * 2 * 4 * 16,
+        device="cpu", checkpoint_every=2, show_progress=False)
+
+
+TRAIN_PRESETS = {"default": default, "adaptive_k2": adaptive_k2, "adaptive_k4": adaptive_k4,
+                 "hidden_goal": hidden_goal, "debug": debug}

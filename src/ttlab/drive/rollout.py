@@ -1,0 +1,184 @@
+"""Rollout: step the env with the learner (and frozen co-players) into preallocated buffer rows.
+
+Buffer layout. One row per agent slot (N = num_envs x num_agents), time-aligned to the decision:
+
+    obs, terminals, removed, pos : (N, C + T)   C = policy.context_len, T = steps per rollout
+    actions, logprobs, values, rewards, stop, mask : (N, T)
+
+`terminals[:, t]` means obs[:, t] starts a new episode (the env returned `terminals` with it);
+`removed[:, t]` means the agent is in limbo at that step; `pos` is the position within the episode.
+
+How training sees exactly the context the rollout saw (an episode may cross a row boundary):
+
+- transformer: the first C = horizon - 1 columns of a row are the last C steps of the previous
+  rollout (context only; no loss there). At the start of each rollout the KV cache is rebuilt from that
+  prefix with the *current* weights (`policy.forward(prefix, return_state=True)`), and the rollout steps
+  on from it. Training runs `policy.forward` over prefix + segment, so every loss step attends over
+  the same tokens, through the same weights, as when it was acted on: the first PPO epoch reproduces
+  the rollout's log-probs exactly (tested), and no episode is ever cut at a row boundary;
+- LSTM: the recurrent state at the start of the row is stored per row and training starts from it;
+- MLP: nothing to carry.
+
+Co-players (population play) are agents the env controls by policy but the learner does not: frozen
+policies loaded from checkpoints, each stepped in one batched forward over all agents; their steps are
+masked out of the learner's loss (`mask` = learner-controlled and not removed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ttlab.drive.advantage import gae
+from ttlab.drive.policy.dist import log_prob, sample
+
+
+@dataclass
+class Batch:
+    """What one PPO update consumes (see the module docstring for shapes)."""
+
+    obs: torch.Tensor
+    terminals: torch.Tensor
+    removed: torch.Tensor
+    pos0: torch.Tensor
+    state0: tuple[torch.Tensor, ...] | None
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    values: torch.Tensor
+    rewards: torch.Tensor
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    mask: torch.Tensor
+
+
+class CoPlayers:
+    """Frozen co-player policies; `assign` (N,) long: index of the co-player driving each agent, -1 = learner."""
+
+    def __init__(self, policies: list[torch.nn.Module], assign: torch.Tensor):
+        self.policies = [p.eval().requires_grad_(False) for p in policies]
+        self.assign = assign
+        self.states = [p.initial_state(assign.shape[0], assign.device) for p in self.policies]
+        if self.policies and int(assign.max()) >= len(self.policies):
+            raise ValueError(f"co-player assignment uses index {int(assign.max())} but {len(self.policies)} policies were loaded")
+
+    @property
+    def learner(self) -> torch.Tensor:
+        return self.assign < 0  # (N,)
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """Replace the actions of co-player agents with their policy's sample (one forward per policy)."""
+        for i, p in enumerate(self.policies):
+            logits, _, self.states[i] = p.forward_eval(obs, self.states[i], terminals, removed)  # (N, P)
+            a = sample(logits, p.continuous)
+            sel = self.assign == i  # (N,)
+            actions = torch.where(sel.view(-1, *([1] * (a.dim() - 1))), a.to(actions.dtype), actions)
+        return actions
+
+
+def _flat(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(-1, *x.shape[2:])  # (E, A, ...) -> (E*A, ...)
+
+
+class Rollout:
+    def __init__(self, env, policy, steps: int, gamma: float, gae_lambda: float, coplayers: CoPlayers | None = None,
+                 generator: torch.Generator | None = None):
+        self.env, self.policy, self.T = env, policy, steps
+        self.gamma, self.lam = gamma, gae_lambda
+        self.coplayers, self.gen = coplayers, generator
+        self.E, self.A = env.num_envs, env.num_agents
+        N, C, T, D = self.E * self.A, policy.context_len, steps, env.obs_dim
+        self.N, self.C = N, C
+        dev = self.device = torch.device(env.device) if hasattr(env, "device") else torch.device("cpu")
+        self.obs = torch.zeros(N, C + T, D, device=dev)
+        self.terminals = torch.ones(N, C + T, dtype=torch.bool, device=dev)  # padding prefix: isolated tokens
+        self.removed = torch.ones(N, C + T, dtype=torch.bool, device=dev)
+        self.pos = torch.zeros(N, C + T, dtype=torch.long, device=dev)
+        act_shape = (N, T, policy.num_actions) if policy.continuous else (N, T)
+        self.actions = torch.zeros(act_shape, dtype=torch.float32 if policy.continuous else torch.long, device=dev)
+        self.logprobs = torch.zeros(N, T, device=dev)
+        self.values = torch.zeros(N, T, device=dev)
+        self.rewards = torch.zeros(N, T, device=dev)
+        self.stop = torch.zeros(N, T, dtype=torch.bool, device=dev)
+        self.mask = torch.zeros(N, T, dtype=torch.bool, device=dev)
+        self.next_obs = _flat(env.reset()).float()  # (N, D)
+        self.next_term = torch.ones(N, dtype=torch.bool, device=dev)  # the first observation starts an episode
+        self.next_removed = torch.zeros(N, dtype=torch.bool, device=dev)
+        self.next_pos = torch.zeros(N, dtype=torch.long, device=dev)
+        self.controlled = _flat(env.controlled).bool()
+        self.state = policy.initial_state(N, dev)
+        self._collected = False
+        self.agent_steps = 0
+
+    def _per_env(self, flag: torch.Tensor) -> torch.Tensor:
+        """An env-level flag (E,) or an event seen by any agent of an env (E, A), broadcast: -> (N,)."""
+        flag = flag.bool()
+        if flag.dim() == 2:
+            flag = flag.any(dim=1)
+        return flag.unsqueeze(1).expand(self.E, self.A).reshape(-1)
+
+    def _next_flags(self, res) -> tuple[torch.Tensor, torch.Tensor]:
+        """(new_episode, removed) for the observation just returned, both (N,).
+
+        The simulator's `res.removed` says an ego was out of play during the step just taken; the
+        policy needs it for the step about to be taken, which is the env state's removed | stopped.
+        A new episode starts where the env's episode clock went back to 0 (in trial mode that is
+        exactly `terminals`; in the other modes an ego's `terminals` only means it left play)."""
+        env = self.env
+        new_ep = self._per_env(env.ep_step == 0) if hasattr(env, "ep_step") else self._per_env(res.terminals)
+        st = getattr(env, "state", None)
+        if st is not None and hasattr(st, "removed"):
+            out = st.removed | st.stopped if hasattr(st, "stopped") else st.removed
+            removed = _flat(out).bool() & _flat(res.controlled).bool()
+        else:
+            removed = torch.zeros_like(new_ep)
+        return new_ep, removed
+
+    @torch.no_grad()
+    def collect(self) -> Batch:
+        C, T, policy = self.C, self.T, self.policy
+        if self._collected and C > 0:  # slide the last C steps into the prefix
+            for buf in (self.obs, self.terminals, self.removed, self.pos):
+                buf[:, :C] = buf[:, T:T + C].clone()
+        self._collected = True
+        if C > 0:  # rebuild the KV cache from the prefix with the current weights
+            _, _, state = policy.forward(self.obs[:, :C], self.terminals[:, :C], self.removed[:, :C],
+                                         pos0=self.pos[:, 0], return_state=True)
+            state0 = None
+        else:
+            state = self.state
+            state0 = None if state is None else tuple(s.clone() for s in state)
+        learner = self.coplayers.learner if self.coplayers is not None else torch.ones_like(self.controlled)
+        for t in range(T):
+            obs, term, rem = self.next_obs, self.next_term, self.next_removed
+            self.obs[:, C + t] = obs
+            self.terminals[:, C + t] = term
+            self.removed[:, C + t] = rem
+            self.pos[:, C + t] = self.next_pos
+            logits, value, state = policy.forward_eval(obs, state, term, rem)  # (N, P), (N,)
+            action = sample(logits, policy.continuous, self.gen)
+            self.logprobs[:, t] = log_prob(logits, action, policy.continuous).float()
+            self.values[:, t] = value.float()
+            self.actions[:, t] = action
+            self.mask[:, t] = self.controlled & learner & ~rem
+            env_action = action
+            if self.coplayers is not None:
+                env_action = self.coplayers.act(obs, term, rem, action)
+            res = self.env.step(env_action.reshape(self.E, self.A, *action.shape[1:]))
+            self.rewards[:, t] = _flat(res.reward).float()
+            term_n, removed_n = self._next_flags(res)
+            ended = _flat(res.terminals).bool() | _flat(res.truncations).bool()  # (N,)
+            self.stop[:, t] = ended | term_n | removed_n
+            self.next_obs = _flat(res.obs).float()
+            self.next_term, self.next_removed = term_n, removed_n
+            self.next_pos = torch.where(term_n, torch.zeros_like(self.next_pos), self.next_pos + 1)
+            self.controlled = _flat(res.controlled).bool()
+        self.agent_steps += self.N * T
+        if C == 0:
+            self.state = state
+        _, next_value, _ = policy.forward_eval(self.next_obs, state, self.next_term, self.next_removed)
+        adv, ret = gae(self.rewards, self.values, next_value.float(), self.stop, self.gamma, self.lam)
+        return Batch(obs=self.obs, terminals=self.terminals, removed=self.removed, pos0=self.pos[:, 0],
+                     state0=state0, actions=self.actions, logprobs=self.logprobs, values=self.values,
+                     rewards=self.rewards, advantages=adv, returns=ret, mask=self.mask)

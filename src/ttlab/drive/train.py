@@ -1,0 +1,196 @@
+"""`ttlab drive train`: PPO on the batched driving simulator (self-play, optional frozen co-players).
+
+    ttlab drive train --preset debug                # seconds, CPU
+    ttlab drive train --preset adaptive_k2 --device cuda
+    ttlab drive train --preset adaptive_k2 --run-name my_run --resume   # continue from checkpoints/latest
+
+Logs to TensorBoard under runs/drive/<run>/ (cleanrl names: charts/SPS, losses/*, env/*), saves
+`checkpoints/latest` atomically every `checkpoint_every` updates and at the end.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ttlab.common.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from ttlab.common.config import from_dict, to_dict
+from ttlab.common.device import resolve_device, seed_everything
+from ttlab.common.logging import Logger, console, progress
+from ttlab.common.runs import make_run_dir
+from ttlab.drive.policy import PolicyConfig, build_policy
+from ttlab.drive.ppo import PPOConfig, ppo_update
+from ttlab.drive.rollout import CoPlayers, Rollout
+from ttlab.drive.sim.env import DriveEnv, EnvConfig
+
+
+@dataclass
+class TrainConfig:
+    """PPO training of a driving policy."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """Simulator settings (goal_behavior=trial for multi-trial episodes)."""
+    scenarios: str = "procedural:n=64"
+    """Scene source: 'procedural[:n=..,seed=..,families=a+b,hidden_goal=1]', a cache dir, a JSON dir or file."""
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    """Policy architecture."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """PPO hyper-parameters."""
+    total_agent_steps: int = 20_000_000
+    """Training budget in agent-steps (agent slots x env steps)."""
+    rollout_steps: int = 64
+    """Env steps per rollout (T); a buffer row is one agent's T steps (+ the transformer's context prefix)."""
+    seed: int = 0
+    """Seed of torch, the env's scene draws and the policy."""
+    device: str = "auto"
+    """auto | cpu | cuda | cuda:N."""
+    run_name: str | None = None
+    """Run directory name under root/drive/ (default: a timestamp)."""
+    root: str = "runs"
+    """Root of run directories."""
+    resume: bool = False
+    """Continue the run in root/drive/run_name from its latest checkpoint."""
+    checkpoint_every: int = 50
+    """Updates between checkpoints."""
+    log_every: int = 1
+    """Updates between metric logs (the only host syncs of the loop)."""
+    compile: bool = False
+    """torch.compile the training forward (CUDA only; ignored on CPU)."""
+    bf16: bool = True
+    """bf16 autocast for the PPO update on CUDA (CPU always runs fp32)."""
+    wandb: bool = False
+    """Mirror metrics to Weights & Biases."""
+    coplayers: tuple[str, ...] = ()
+    """Population play: checkpoint stems (…/checkpoints/latest) of frozen co-player policies."""
+    coplayer_envs: float = 0.0
+    """Fraction of envs in which every controlled agent but the first is driven by a co-player."""
+    show_progress: bool = True
+    """Show a progress bar (on a terminal)."""
+
+
+def env_horizon(env) -> int:
+    """Steps in one episode: K x trial_length in trial mode, else episode_length."""
+    cfg = getattr(env, "cfg", None)
+    if cfg is None:
+        return int(env.horizon)
+    if cfg.goal_behavior == "trial":
+        return cfg.k_trials * cfg.trial_length
+    return cfg.episode_length
+
+
+def is_continuous(env) -> bool:
+    cfg = getattr(env, "cfg", None)
+    return bool(cfg is not None and getattr(cfg, "action", "discrete") == "continuous")
+
+
+def make_env(env_cfg: EnvConfig, scenarios: str, device: torch.device, seed: int) -> DriveEnv:
+    from ttlab.drive.scenarios.pool import load_pool
+
+    if env_cfg.hidden_goal and scenarios.startswith("procedural") and "hidden_goal" not in scenarios:
+        scenarios += (":" if ":" not in scenarios else ",") + "families=hidden_goal,hidden_goal=1"
+    pool = load_pool(scenarios, device)
+    return DriveEnv(env_cfg, pool, device, seed)
+
+
+def load_policy(stem: str | Path, env, device: torch.device) -> torch.nn.Module:
+    """A policy from a `ttlab drive train` checkpoint, built for `env`'s observation layout."""
+    ck = load_checkpoint(stem, "cpu")
+    if "policy" not in ck or "policy_config" not in ck:
+        raise ValueError(f"{stem}: not a drive policy checkpoint (no 'policy' / 'policy_config')")
+    pcfg = from_dict(PolicyConfig, ck["policy_config"])
+    policy = build_policy(pcfg, env.layout, env.num_actions, is_continuous(env), horizon=int(ck["horizon"]))
+    try:
+        policy.load_state_dict(ck["policy"])
+    except RuntimeError as e:
+        raise ValueError(f"{stem}: weights do not fit this env's observation layout ({e})") from e
+    return policy.to(device)
+
+
+def coplayer_assignment(E: int, A: int, n_policies: int, fraction: float, device: torch.device) -> torch.Tensor:
+    """(E*A,) long: co-player index per agent slot, -1 = learner. In the first round(fraction*E) envs every
+    agent but slot 0 is a co-player (policy e % n_policies); elsewhere all are learners."""
+    assign = torch.full((E, A), -1, dtype=torch.long, device=device)
+    n_env = round(fraction * E) if n_policies else 0
+    if n_env:
+        e = torch.arange(n_env, device=device)
+        assign[:n_env, 1:] = (e % n_policies).unsqueeze(1)
+    return assign.reshape(-1)
+
+
+def _save(run, policy, opt, cfg: TrainConfig, horizon: int, update: int, agent_steps: int) -> None:
+    save_checkpoint(run.checkpoints / "latest", {
+        "policy": policy.state_dict(), "optimizer": opt.state_dict(), "policy_config": to_dict(cfg.policy),
+        "horizon": horizon, "update": update, "agent_steps": agent_steps, "rng": rng_state(),
+    })
+
+
+def train(cfg: TrainConfig, env=None) -> dict[str, float]:
+    """Train; returns the last logged metrics (plus `update`, `agent_steps`, `run_dir`)."""
+    device = resolve_device(cfg.device)
+    seed_everything(cfg.seed)
+    env = env if env is not None else make_env(cfg.env, cfg.scenarios, device, cfg.seed)
+    horizon = env_horizon(env)
+    policy = build_policy(cfg.policy, env.layout, env.num_actions, is_continuous(env), horizon=horizon).to(device)
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.ppo.lr, eps=1e-5)
+    run = make_run_dir("drive", cfg, cfg.run_name, cfg.root, cfg.resume)
+    update, agent_steps = 0, 0
+    if cfg.resume and run.latest is not None:
+        ck = load_checkpoint(run.latest, "cpu")
+        policy.load_state_dict(ck["policy"])
+        opt.load_state_dict(ck["optimizer"])
+        update, agent_steps = int(ck["update"]), int(ck["agent_steps"])
+        set_rng_state(ck["rng"])
+        console.print(f"resumed {run.path} at update {update} ({agent_steps} agent-steps)")
+    co = None
+    if cfg.coplayers:
+        pols = [load_policy(s, env, device) for s in cfg.coplayers]
+        co = CoPlayers(pols, coplayer_assignment(env.num_envs, env.num_agents, len(pols), cfg.coplayer_envs, device))
+    rollout = Rollout(env, policy, cfg.rollout_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda, co)
+    per_update = rollout.N * cfg.rollout_steps
+    total = max(1, math.ceil(cfg.total_agent_steps / per_update))
+    forward = None
+    if cfg.compile and device.type == "cuda":
+        forward = torch.compile(policy.forward, dynamic=False)
+    logger = Logger(run.path, wandb=cfg.wandb, config=cfg)
+    last: dict[str, float] = {}
+    t_log, steps_log = time.perf_counter(), agent_steps
+    try:
+        with progress(total, "drive train", disable=None if cfg.show_progress else True) as bar:
+            bar.set(completed=update)
+            while update < total:
+                policy.eval()
+                batch = rollout.collect()
+                policy.train()
+                metrics = ppo_update(policy, opt, batch, cfg.ppo, autocast_bf16=cfg.bf16, forward=forward)
+                update += 1
+                agent_steps += per_update
+                bar.advance(1)
+                if update % cfg.log_every == 0 or update == total:
+                    now = time.perf_counter()
+                    metrics["charts/SPS"] = (agent_steps - steps_log) / max(now - t_log, 1e-9)
+                    metrics["charts/agent_steps"] = agent_steps
+                    metrics["charts/learning_rate"] = cfg.ppo.lr
+                    metrics.update({f"env/{k}": v for k, v in env.metrics().items()})
+                    last = logger.scalars(metrics, agent_steps)
+                    t_log, steps_log = time.perf_counter(), agent_steps
+                    bar.set(text=f"SPS {last['charts/SPS']:.0f} score {last.get('env/score', float('nan')):.3f}")
+                if update % cfg.checkpoint_every == 0 or update == total:
+                    _save(run, policy, opt, cfg, horizon, update, agent_steps)
+    finally:
+        logger.close()
+    return {**last, "update": update, "agent_steps": agent_steps, "run_dir": str(run.path)}
+
+
+def main(argv: list[str]) -> int:
+    from ttlab.common.config import parse_config
+    from ttlab.drive.presets import TRAIN_PRESETS
+
+    cfg = parse_config(TrainConfig, TRAIN_PRESETS, argv, prog="ttlab drive train", default_preset="default")
+    out = train(cfg)
+    keys = [k for k in ("env/score", "env/goal_rate", "losses/approx_kl", "charts/SPS") if k in out]
+    console.print(f"done: {out['run_dir']} update {out['update']} " + " ".join(f"{k}={out[k]:.4g}" for k in keys))
+    return 0

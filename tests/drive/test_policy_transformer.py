@@ -1,0 +1,163 @@
+"""Transformer KV cache: training forward == step-by-step forward_eval; masking contracts."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ttlab.drive.policy import ObsLayout, TransformerPolicy
+
+LAYOUT = ObsLayout(ego_dim=5, partner_slots=3, partner_dim=4, road_slots=4, road_dim=5, road_type_col=4,
+                   num_road_types=4)
+
+
+def _policy(horizon: int = 6, layers: int = 2) -> TransformerPolicy:
+    torch.manual_seed(0)
+    return TransformerPolicy(LAYOUT, num_actions=7, d_model=16, embed=8, n_layers=layers, n_heads=2,
+                             horizon=horizon).eval()
+
+
+def _obs(B: int, T: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1)
+    obs = torch.randn(B, T, LAYOUT.obs_dim, generator=g)
+    r0 = LAYOUT.obs_dim - LAYOUT.road_slots * LAYOUT.road_dim
+    road = obs[..., r0:].reshape(B, T, LAYOUT.road_slots, LAYOUT.road_dim)
+    road[..., LAYOUT.road_type_col] = torch.randint(0, LAYOUT.num_road_types, (B, T, LAYOUT.road_slots), generator=g).float()
+    obs[..., r0:] = road.reshape(B, T, -1)
+    return obs
+
+
+def _step_through(policy, obs, terms, removed, state=None):
+    B, T = obs.shape[:2]
+    state = state or policy.initial_state(B)
+    logits, values = [], []
+    for t in range(T):
+        lg, v, state = policy.forward_eval(obs[:, t], state, terms[:, t], removed[:, t])
+        logits.append(lg)
+        values.append(v)
+    return torch.stack(logits, 1), torch.stack(values, 1), state
+
+
+def _rows():
+    """Row 0: one episode; row 1: two episodes; row 2: three episodes; rows 1-3 have limbo slots."""
+    T = 14
+    terms = torch.zeros(4, T, dtype=torch.bool)
+    removed = torch.zeros(4, T, dtype=torch.bool)
+    terms[:, 0] = True
+    terms[1, 7] = True
+    terms[2, [4, 9]] = True
+    terms[3, 11] = True
+    removed[1, 3:7] = True  # limbo until the episode ends
+    removed[2, [2, 3, 7, 8, 12]] = True
+    removed[3, 5:9] = True  # limbo then back (a trial reset) within the same episode
+    return T, terms, removed
+
+
+def test_forward_equals_step_by_step_forward_eval_for_1_2_3_episodes_and_limbo():
+    policy = _policy(horizon=6)  # horizon < T so the ring wraps inside an episode too
+    T, terms, removed = _rows()
+    obs = _obs(4, T)
+    with torch.no_grad():
+        lg_seq, v_seq, _ = policy(obs, terms, removed)
+        lg_step, v_step, _ = _step_through(policy, obs, terms, removed)
+    assert torch.allclose(lg_seq, lg_step, atol=1e-5, rtol=0), (lg_seq - lg_step).abs().max()
+    assert torch.allclose(v_seq, v_step, atol=1e-5, rtol=0), (v_seq - v_step).abs().max()
+
+
+def test_horizon_covering_the_episode_matches_too():
+    policy = _policy(horizon=32, layers=3)
+    T, terms, removed = _rows()
+    obs = _obs(4, T)
+    with torch.no_grad():
+        lg_seq, v_seq, _ = policy(obs, terms, removed)
+        lg_step, v_step, _ = _step_through(policy, obs, terms, removed)
+    assert (lg_seq - lg_step).abs().max() < 1e-5
+    assert (v_seq - v_step).abs().max() < 1e-5
+
+
+def test_prefill_from_a_prefix_then_stepping_equals_forward_over_the_whole_row():
+    """The rollout rebuilds its cache from the row prefix; training sees the prefix + segment."""
+    policy = _policy(horizon=5)
+    T, terms, removed = _rows()
+    obs = _obs(4, T)
+    pos0 = torch.tensor([3, 0, 1, 2])
+    terms[:, 0] = False  # rows start mid-episode
+    terms[1, 0] = True
+    C = 6
+    with torch.no_grad():
+        lg_full, v_full, _ = policy(obs, terms, removed, pos0=pos0)
+        _, _, cache = policy(obs[:, :C], terms[:, :C], removed[:, :C], pos0=pos0, return_state=True)
+        lg_step, v_step, _ = _step_through(policy, obs[:, C:], terms[:, C:], removed[:, C:], state=cache)
+    assert (lg_full[:, C:] - lg_step).abs().max() < 1e-5
+    assert (v_full[:, C:] - v_step).abs().max() < 1e-5
+
+
+def test_removed_slots_are_never_read_later():
+    policy = _policy(horizon=16)
+    T = 6
+    obs = _obs(1, T)
+    terms = torch.zeros(1, T, dtype=torch.bool)
+    terms[0, 0] = True
+    removed = torch.zeros(1, T, dtype=torch.bool)
+    removed[0, 2] = True
+    obs2 = obs.clone()
+    obs2[0, 2] += 5.0  # change what the agent saw in limbo
+    with torch.no_grad():
+        a, _, _ = policy(obs, terms, removed)
+        b, _, _ = policy(obs2, terms, removed)
+    assert torch.equal(a[0, 3:], b[0, 3:])
+    assert not torch.allclose(a[0, 2], b[0, 2])  # the limbo query itself still sees itself
+
+
+def test_no_attention_across_episode_boundaries_but_kept_across_trials():
+    policy = _policy(horizon=16)
+    T = 6
+    obs = _obs(1, T)
+    obs2 = obs.clone()
+    obs2[0, 1] += 3.0
+    terms = torch.zeros(1, T, dtype=torch.bool)
+    removed = torch.zeros(1, T, dtype=torch.bool)
+    terms[0, 0] = True
+    terms[0, 3] = True  # new episode at t=3
+    with torch.no_grad():
+        a, _, _ = policy(obs, terms, removed)
+        b, _, _ = policy(obs2, terms, removed)
+    assert torch.equal(a[0, 3:], b[0, 3:])  # the new episode cannot see t=1
+    assert not torch.allclose(a[0, 2], b[0, 2])  # the same episode (e.g. a later trial) can
+
+
+def test_partial_reset_touches_only_the_masked_agents():
+    policy = _policy(horizon=8)
+    obs = _obs(3, 4)
+    f = torch.zeros(3, dtype=torch.bool)
+    with torch.no_grad():
+        state = policy.initial_state(3)
+        for t in range(3):
+            _, _, state = policy.forward_eval(obs[:, t], state, f, f)
+        valid_before = state.valid.clone()
+        state.reset_agents(torch.tensor([False, True, False]))
+    assert state.pos.tolist() == [3, 0, 3]
+    assert torch.equal(state.valid[0], valid_before[0]) and not state.valid[1].any()
+
+
+def test_no_all_masked_rows_even_when_everything_is_removed():
+    policy = _policy(horizon=4)
+    obs = _obs(2, 5)
+    terms = torch.ones(2, 5, dtype=torch.bool)
+    removed = torch.ones(2, 5, dtype=torch.bool)
+    with torch.no_grad():
+        lg, v, _ = policy(obs, terms, removed)
+    assert torch.isfinite(lg).all() and torch.isfinite(v).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_parity_on_cuda():
+    policy = _policy(horizon=6).cuda()
+    T, terms, removed = _rows()
+    obs = _obs(4, T).cuda()
+    terms, removed = terms.cuda(), removed.cuda()
+    with torch.no_grad():
+        lg_seq, _, _ = policy(obs, terms, removed)
+        lg_step, _, _ = _step_through(policy, obs, terms, removed)
+    assert (lg_seq - lg_step).abs().max() < 1e-4
