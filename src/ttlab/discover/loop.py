@@ -1,0 +1,186 @@
+"""The discovery loop: PUCT select -> propose -> sandbox -> verify -> tree, with resume.
+
+Each step selects `states_per_step` states, asks the proposer for `samples_per_state` programs each, runs
+them in the bounded sandbox pool, verifies every returned construction with the task (the only source of
+scores), records each expansion (failed ones too) in the tree, flushes, and saves `tree.json` and
+`best.json` atomically. `--resume` reloads the tree from the run directory and continues.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ttlab.common.checkpoint import atomic_write_text
+from ttlab.common.logging import Logger
+from ttlab.common.runs import make_run_dir
+from ttlab.discover.advantages import group_advantages
+from ttlab.discover.llm.http_proposer import HTTPConfig, HTTPProposer
+from ttlab.discover.proposers import LibraryProposer, Proposer
+from ttlab.discover.puct import PUCTTree
+from ttlab.discover.sandbox import Job, Limits, SandboxPool
+from ttlab.discover.tasks import get_task
+from ttlab.discover.tasks.base import Task, VerifyResult
+
+
+@dataclass
+class SearchConfig:
+    """Offline (or LLM) discovery search on one task."""
+
+    task: str = "erdos"
+    """erdos | ac1 | ac2 | circle26 | circle32."""
+    proposer: str = "library"
+    """library (offline optimiser programs) | http (an OpenAI-compatible server, generation only; the
+    trained LLM proposer is `ttlab discover train`)."""
+    http: HTTPConfig = field(default_factory=HTTPConfig)
+    """--proposer http: the server (--http.base-url, --http.model, ...)."""
+    budget: str = "10m"
+    """Wall-clock budget of this invocation: e.g. 90s, 10m, 1h."""
+    workers: int = 2
+    """Sandboxed programs run in parallel (pre-forked runners)."""
+    states_per_step: int = 2
+    """States selected by PUCT per step."""
+    samples_per_state: int = 2
+    """Programs proposed per selected state (one advantage group)."""
+    program_budget_s: float = 12.0
+    """Seconds each program is told it may run (`budget_s`); the wall limit adds `grace_s`."""
+    grace_s: float = 10.0
+    """Extra wall-clock seconds before a program's process group is killed."""
+    memory_mb: int = 3072
+    """Address-space limit per program (MiB)."""
+    init_states: int = 4
+    """Random initial constructions (tree roots) for a new run."""
+    puct_c: float = 1.0
+    """PUCT exploration constant c."""
+    keep_children: int = 8
+    """Children kept per parent at each flush."""
+    max_roots: int = 16
+    """Roots kept at each flush."""
+    seed: int = 0
+    """Seed of the initial states and of the proposer."""
+    run_name: str | None = None
+    """Run directory name under runs/discover (default: a timestamp)."""
+    root: str = "runs"
+    """Root of run directories."""
+    resume: bool = False
+    """Continue the run in runs/discover/<run_name> from its tree.json."""
+    max_steps: int = 0
+    """Stop after this many steps (0: only the budget stops the run)."""
+
+
+def debug() -> SearchConfig:
+    return SearchConfig(budget="20s", program_budget_s=2.0, grace_s=5.0, init_states=2, states_per_step=2,
+                        samples_per_state=1, max_steps=2)
+
+
+PRESETS = {"debug": debug, "default": SearchConfig}
+
+
+def parse_budget(s: str) -> float:
+    """'90s' | '10m' | '1h' | '1.5' (seconds) -> seconds."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smh]?)\s*", str(s))
+    if not m:
+        raise ValueError(f"--budget {s!r}: expected a number with optional unit s/m/h, e.g. 10m")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def best_record(task: Task, tree: PUCTTree) -> dict:
+    """The best state, re-verified from its stored construction (never from the stored score)."""
+    node = tree.best()
+    if node is None:
+        return {}
+    res = task.verify(node.array())
+    out = {"task": task.name, "valid": res.valid, "score": res.score, "reward": res.reward,
+           "message": res.message, "node_id": node.id, "depth": node.depth,
+           "higher_is_better": task.higher_is_better, "best_known": task.best_known,
+           "construction": node.array().tolist(), "code": node.code}
+    if task.name == "erdos" and res.valid:
+        from ttlab.discover.tasks.erdos import AE_BAR, exact_c5
+
+        c, ok, msg = exact_c5(node.array())
+        out["exact"] = {"c5": float(c), "feasible": ok, "message": msg, "beats_alphaevolve": bool(ok and c < AE_BAR)}
+    return out
+
+
+def make_proposer(cfg: SearchConfig) -> Proposer:
+    if cfg.proposer == "library":
+        return LibraryProposer(cfg.task, seed=cfg.seed)
+    if cfg.proposer == "http":
+        return HTTPProposer(cfg.http, task=get_task(cfg.task), seed=cfg.seed)
+    raise ValueError(f"--proposer {cfg.proposer!r}: this command knows `library` and `http`; the trained LLM "
+                     "proposer runs via `ttlab discover train`")
+
+
+def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print) -> dict:
+    """Run the loop; returns the best record (also written to <run>/best.json)."""
+    budget = parse_budget(cfg.budget)
+    task = get_task(cfg.task)
+    run = make_run_dir("discover", cfg, cfg.run_name, cfg.root, cfg.resume)
+    tree_path = run.file("tree.json")
+    if cfg.resume and tree_path.exists():
+        tree = PUCTTree.load(tree_path)
+        log(f"resumed {tree_path}: {len(tree.nodes)} states, {tree.total} expansions, step {tree.step}")
+    else:
+        tree = PUCTTree(cfg.puct_c, cfg.keep_children, cfg.max_roots)
+        for x in task.initial_states(np.random.default_rng(cfg.seed), cfg.init_states):
+            r = task.verify(x)
+            if not r.valid:
+                raise RuntimeError(f"task {task.name}: an initial state is invalid ({r.message})")
+            tree.add_root(r.construction, r.reward, r.score)
+    proposer = proposer or make_proposer(cfg)
+    logger = Logger(run.path)
+    t0 = time.time()
+    evals = valid_n = 0
+    limits = Limits(wall_s=cfg.program_budget_s + cfg.grace_s, memory_mb=cfg.memory_mb)
+    with SandboxPool(cfg.workers, limits) as pool:
+        log(f"sandbox: {pool.caps}; run dir {run.path}")
+        steps = 0
+        while True:
+            left = budget - (time.time() - t0)
+            if left < 1.0 or (cfg.max_steps and steps >= cfg.max_steps):
+                break
+            states = tree.select(cfg.states_per_step)
+            props = proposer.propose(states, cfg.samples_per_state)
+            rounds = math.ceil(len(props) / cfg.workers)
+            pb = max(0.5, min(cfg.program_budget_s, left / rounds - 1.0))
+            futs = [pool.submit(Job(p.code, tree.nodes[p.state_id].array(), pb, seed=cfg.seed * 100003 + tree.total + i),
+                                Limits(wall_s=pb + cfg.grace_s, memory_mb=cfg.memory_mb)) for i, p in enumerate(props)]
+            rewards, valids, groups, fails = [], [], [], {}
+            for p, f in zip(props, futs, strict=True):
+                sr = f.result()
+                evals += 1
+                vr = task.verify(sr.output, sr.reported_score) if sr.ok else VerifyResult(False, float("nan"), 0.0, {}, sr.reason)
+                tree.record_expansion(p.state_id)
+                if vr.valid:
+                    valid_n += 1
+                    tree.add_child(p.state_id, vr.construction, vr.reward, vr.score, p.code, sr.stdout)
+                else:
+                    key = sr.status if not sr.ok else "invalid"
+                    fails[key] = fails.get(key, 0) + 1
+                rewards.append(vr.reward)
+                valids.append(vr.valid)
+                groups.append(p.state_id)
+            adv, keep = group_advantages(np.array(rewards), np.array(valids), groups)
+            tree.flush()
+            tree.save(tree_path)
+            rec = best_record(task, tree)
+            atomic_write_text(run.file("best.json"), json.dumps(rec) + "\n")
+            steps += 1
+            elapsed = time.time() - t0
+            logger.scalars({"search/best_score": rec.get("score", float("nan")), "search/evals": evals,
+                            "search/valid_frac": valid_n / max(evals, 1), "search/tree_size": len(tree.nodes),
+                            "search/adv_kept_frac": float(keep.mean()) if keep.size else 0.0}, tree.total)
+            log(f"step {tree.step:4d}  t={elapsed:6.0f}s  evals={evals}  valid={valid_n}  "
+                f"fails={fails or '-'}  best {task.name} score={rec.get('score', float('nan')):.9f}")
+    logger.close()
+    rec = best_record(task, tree)
+    rec.update({"evals": evals, "valid": valid_n, "elapsed_s": time.time() - t0, "run_dir": str(run.path)})
+    atomic_write_text(run.file("best.json"), json.dumps(rec) + "\n")
+    log(f"best {task.name}: {rec.get('message')} -> {Path(run.path) / 'best.json'}")
+    return rec

@@ -1,0 +1,89 @@
+"""Prompt builder and code extractor shared by every proposer that talks to a language model.
+
+The prompt shows: the problem statement (with the program contract), the parent state's program (head and
+tail when long), its score and the score of its own parent (before -> after), the tail of its stdout, and
+the instructions. `extract_code` takes the LAST fenced python block of a reply and is robust to garbage
+(no fence, unterminated fence, think blocks, non-python fences): it returns None rather than raising.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from ttlab.discover.tasks.base import Task
+
+
+@dataclass(frozen=True)
+class PromptState:
+    """What the prompt needs to know about the parent state."""
+
+    code: str = ""
+    score: float | None = None
+    parent_score: float | None = None
+    stdout: str = ""
+
+
+def head_tail(text: str, max_lines: int = 120, head: int = 80) -> str:
+    """The first `head` and last `max_lines - head` lines, with a marker for what was cut."""
+    lines = text.splitlines()
+    if len(lines) <= max_lines:
+        return text
+    cut = len(lines) - max_lines
+    return "\n".join(lines[:head] + [f"# ... {cut} lines omitted ..."] + lines[-(max_lines - head):])
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.9g}"
+
+
+def build_prompt(task: Task, state: PromptState, max_code_lines: int = 120, stdout_chars: int = 1500) -> str:
+    direction = "higher" if task.higher_is_better else "lower"
+    parts = [task.problem_statement(), ""]
+    if state.code.strip():
+        parts += ["## Current program", "", "```python", head_tail(state.code.rstrip(), max_code_lines), "```", ""]
+    if state.score is not None:
+        parts += [f"Score of the current construction: {_fmt(state.parent_score)} -> {_fmt(state.score)} "
+                  f"({direction} is better; the arrow is its parent's score -> its own).", ""]
+    if state.stdout.strip():
+        tail = state.stdout[-stdout_chars:]
+        parts += ["## Tail of its output", "", "```", tail.rstrip(), "```", ""]
+    parts += [
+        "## Instructions",
+        f"Improve on the current construction ({direction} score is better). `parent` will be the current "
+        "construction. Think briefly, then give ONE complete program in a single ```python block that "
+        "defines `solve(parent, budget_s, seed)` and returns the construction. Stay within budget_s seconds.",
+    ]
+    return "\n".join(parts)
+
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
+_THINK = re.compile(r"<think>.*?(</think>|\Z)", re.S)
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+        return True
+    except (SyntaxError, ValueError):
+        return False
+
+
+def extract_code(text: str | None) -> str | None:
+    """The last python code block in `text` that parses, or None."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    text = _THINK.sub("", text.replace("\r\n", "\n"))
+    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    py = [b for lang, b in blocks if lang in ("python", "py", "python3")]
+    others = [b for lang, b in blocks if lang == ""]
+    for body in reversed(py) or []:
+        if body.strip() and _parses(body):
+            return body.strip() + "\n"
+    for body in reversed(others):
+        if body.strip() and _parses(body) and "def " in body:
+            return body.strip() + "\n"
+    if not blocks and "def " in text and _parses(text):
+        return text.strip() + "\n"
+    return None

@@ -1,0 +1,139 @@
+"""Erdős minimum overlap (the TTT-Discover seed task).
+
+h is a step function on [0, 2] with n equal pieces, 0 <= h <= 1, rescaled so sum(h) = n/2 (integral 1);
+the bound is C5 = max_k (h ⋆ (1-h))_k * 2/n = max(np.correlate(h, 1 - h, "full")) * 2/n, lower is better.
+The float verifier follows that recipe exactly; `exact_c5` redoes it in integer (rational) arithmetic for a
+claimed record: every float is a dyadic rational, so with h_i = a_i / 2^E, S = sum a_i, b_j = 2S - n a_j,
+
+    C5 = max_k sum_i a_i b_{i+k} / (2 S^2)       (exactly)
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ttlab.discover.tasks.base import Task, VerifyResult, as_float_array, invalid
+
+AE_BAR = 0.380924
+"""AlphaEvolve (2025) bound, the bar to beat."""
+RECORD = 0.380876
+"""TTT-Discover (2026) record."""
+MAX_PIECES = 100_000
+BOUND_TOL = 1e-12
+"""Float slack allowed on 0 <= h <= 1 after the rescale (the exact check allows none)."""
+
+
+def c5_value(h: np.ndarray) -> float:
+    """C5 of an already rescaled h (sum n/2): max(np.correlate(h, 1-h, 'full')) * 2/n."""
+    n = h.shape[0]
+    return float(np.max(np.correlate(h, 1.0 - h, mode="full")) * 2.0 / n)
+
+
+def rescale(h: np.ndarray) -> np.ndarray:
+    """Scale h so sum(h) = n/2 (float)."""
+    n = h.shape[0]
+    return h * (n / 2.0) / np.sum(h)
+
+
+def exact_c5(h: np.ndarray) -> tuple[Fraction, bool, str]:
+    """Exact C5 of the rescaled h as a Fraction, with whether 0 <= rescaled h <= 1 holds exactly.
+
+    Works on the un-rescaled floats (each is a dyadic rational); returns (C5, feasible, message). C5 is
+    computed even when infeasible (the message then gives the exact excess over 1).
+    """
+    fr = [Fraction(float(x)) for x in h]
+    if any(x < 0 for x in fr):
+        return Fraction(0), False, "h has a negative entry"
+    den = max(x.denominator for x in fr)  # a power of two: every other denominator divides it
+    a = [x.numerator * (den // x.denominator) for x in fr]
+    n, s = len(a), sum(a)
+    if s <= 0:
+        return Fraction(0), False, "sum(h) is zero"
+    # rescaled h_i = n a_i / (2 s) <= 1  <=>  n a_i <= 2 s
+    excess = Fraction(max(a) * n - 2 * s, 2 * s)
+    feasible = excess <= 0
+    b = [2 * s - n * x for x in a]
+    best = None
+    for k in range(-(n - 1), n):
+        lo, hi = max(0, -k), min(n, n - k)
+        v = sum(a[i] * b[i + k] for i in range(lo, hi))
+        if best is None or v > best:
+            best = v
+    msg = "ok" if feasible else f"rescaled h exceeds 1 by {float(excess):.3g} (exact)"
+    return Fraction(best, 2 * s * s), feasible, msg
+
+
+def check_record(h: np.ndarray, claimed: float | str) -> tuple[bool, Fraction, str]:
+    """Strict check of a claimed record: the exact C5 of h must be <= the claimed value (exact decimal)."""
+    c, ok, msg = exact_c5(np.asarray(h, dtype=np.float64))
+    if not ok:
+        return False, c, msg
+    claim = Fraction(str(claimed))
+    return c <= claim, c, f"exact C5 = {float(c):.15f} {'<=' if c <= claim else '>'} claimed {claimed}"
+
+
+class ErdosTask(Task):
+    """Erdős minimum overlap: minimise C5 over step functions h."""
+
+    name = "erdos"
+    higher_is_better = False
+    best_known = RECORD
+    best_known_source = "TTT-Discover (arXiv 2601.16175), 600 pieces; AlphaEvolve 0.380924; Haugland 0.380927"
+
+    def __init__(self, n_init: int = 300) -> None:
+        self.n_init = n_init
+
+    def problem_statement(self) -> str:
+        return (
+            "# Erdős minimum overlap problem\n\n"
+            "Find a step function h on [0, 2] with n equal pieces (a numpy array of n floats), 0 <= h <= 1, "
+            "that minimises C5 = max(np.correlate(h, 1 - h, mode='full')) * 2 / n after h is rescaled so that "
+            "sum(h) = n / 2 (the verifier rescales, then re-checks 0 <= h <= 1). Lower is better. Best known: "
+            f"{RECORD} (TTT-Discover, 600 pieces); AlphaEvolve reached {AE_BAR}. Any n up to {MAX_PIECES} is "
+            "allowed; smooth-max / LP / local-search optimisers work well.\n\n" + self.program_contract()
+        )
+
+    def initial_states(self, rng: np.random.Generator, k: int) -> list[np.ndarray]:
+        out = []
+        for _ in range(k):
+            x = np.linspace(-1.0, 1.0, self.n_init)
+            h = 0.5 + 0.35 * np.cos(np.pi * x / 2) * (np.abs(x) < 0.9) + 0.05 * rng.standard_normal(self.n_init)
+            out.append(np.clip(h, 0.0, 1.0))
+        return out
+
+    def verify(self, output: Any, reported_score: float | None = None) -> VerifyResult:
+        h, why = as_float_array(output, "h")
+        if h is None:
+            return invalid(why)
+        if h.ndim != 1:
+            return invalid(f"h must be 1-D, got shape {h.shape}")
+        n = h.shape[0]
+        if not 2 <= n <= MAX_PIECES:
+            return invalid(f"h has {n} pieces (need 2..{MAX_PIECES})", n=n)
+        if h.min() < 0.0 or h.max() > 1.0:
+            return invalid(f"h outside [0, 1] (min {h.min():.3g}, max {h.max():.3g})", n=n)
+        if h.sum() <= 0.0:
+            return invalid("sum(h) is zero", n=n)
+        h = rescale(h)
+        if h.min() < 0.0 or h.max() > 1.0 + BOUND_TOL:
+            return invalid(f"rescaled h exceeds 1 (max {h.max():.6g}); mass n/2 does not fit", n=n)
+        c5 = c5_value(h)
+        res = VerifyResult(True, c5, 1.0 / (1e-8 + c5), {"n": float(n), "c5": c5}, f"C5 = {c5:.9f} (n={n})", h)
+        return self.with_reported(res, reported_score)
+
+
+def load_reference(path: str | Path) -> list[dict]:
+    """The published constructions: list of {name, source, c5, h}."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+        items = data["constructions"]
+        return [{"name": c["name"], "source": c.get("source", ""), "c5": float(c["c5"]),
+                 "h": np.asarray(c["h"], dtype=np.float64)} for c in items]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not an Erdős reference file ({type(e).__name__}: {e})") from e

@@ -1,0 +1,41 @@
+import json
+
+import numpy as np
+import pytest
+
+from ttlab.discover.cli import main as discover_main
+from ttlab.discover.loop import debug, parse_budget, run_search
+
+
+def test_parse_budget():
+    assert parse_budget("10m") == 600 and parse_budget("90s") == 90 and parse_budget("1.5h") == 5400
+    with pytest.raises(ValueError, match="--budget"):
+        parse_budget("ten minutes")
+
+
+def test_search_end_to_end_then_resume(tmp_path):
+    cfg = debug()
+    cfg.root, cfg.run_name = str(tmp_path), "r"
+    rec = run_search(cfg, log=lambda *_: None)
+    best = json.loads((tmp_path / "discover" / "r" / "best.json").read_text())
+    assert rec["valid"] and best["score"] == pytest.approx(rec["score"]) and rec["evals"] == 4
+    tree = json.loads((tmp_path / "discover" / "r" / "tree.json").read_text())
+    assert tree["total"] == 4 and tree["step"] == 2
+    assert rec["score"] < 0.5 and "exact" in best  # improved on the initial states, exact check recorded
+    cfg.resume = True
+    rec2 = run_search(cfg, log=lambda *_: None)
+    tree2 = json.loads((tmp_path / "discover" / "r" / "tree.json").read_text())
+    assert tree2["total"] == 8 and tree2["step"] == 4 and rec2["score"] <= rec["score"]
+
+
+def test_cli_verify(tmp_path, capsys):
+    f = tmp_path / "h.json"
+    f.write_text(json.dumps({"h": [0.5] * 10}))
+    assert discover_main(["verify", "erdos", str(f)]) == 0
+    assert "C5 = 0.5" in capsys.readouterr().out
+    np.save(tmp_path / "bad.npy", np.array([0.5, np.nan]))
+    assert discover_main(["verify", "erdos", str(tmp_path / "bad.npy")]) == 1
+    assert "NaN" in capsys.readouterr().out
+    assert discover_main(["verify", "erdos", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json" in capsys.readouterr().out
+    assert discover_main(["search", "--help"]) == 0

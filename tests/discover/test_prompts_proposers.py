@@ -1,0 +1,49 @@
+import numpy as np
+
+from ttlab.discover.prompts import PromptState, build_prompt, extract_code
+from ttlab.discover.proposers import LibraryProposer, library_programs, mutate, read_settings, render
+from ttlab.discover.puct import Node
+from ttlab.discover.tasks import get_task
+
+
+def test_prompt_has_all_parts():
+    code = "\n".join(f"x{i} = {i}" for i in range(300))
+    p = build_prompt(get_task("erdos"), PromptState(code, 0.3815, 0.3820, "iter 1\nC5=0.3815\n"))
+    assert "Erdős" in p and "x0 = 0" in p and "x299 = 299" in p and "lines omitted" in p
+    assert "0.382 -> 0.3815" in p and "C5=0.3815" in p and "solve(parent, budget_s, seed)" in p
+
+
+def test_extractor_takes_last_valid_python_block_and_survives_garbage():
+    txt = "a ```python\ndef f():\n  return 1\n```\nthen ```python\ndef solve(p, b, s):\n  return p\n```"
+    assert extract_code(txt).startswith("def solve")
+    assert extract_code("```python\ndef solve(:\n```") is None
+    assert extract_code("```python\ndef ok():\n  return 1\n```\n```python\ndef broken(:\n```").startswith("def ok")
+    assert extract_code("<think>```python\nx = 1\n```</think>```python\ndef g():\n  return 2") == "def g():\n  return 2\n"
+    for junk in [None, "", "no code here", "```", "```python\n```", "\x00\x01```py\n\x00```", 12]:
+        assert extract_code(junk) is None
+
+
+def test_library_proposer_mutates_and_renders():
+    progs = library_programs("erdos")
+    assert {"adam", "slp", "local"} <= set(progs)
+    for src in progs.values():
+        s = read_settings(src)
+        m = mutate(s, np.random.default_rng(0))
+        assert read_settings(render(src, m)) == m and "upsample_choices" not in m
+    node = Node("s0", [0.5] * 10, 2.0, 0.5, shape=[10])
+    props = LibraryProposer("erdos", seed=1).propose([node, node], 3)
+    assert len(props) == 6 and all(p.state_id == "s0" and "def solve" in p.code for p in props)
+    assert library_programs("circle32") and '"task": "ac2"' in library_programs("ac2")["local"]
+
+
+def test_every_library_program_improves_its_task_quickly():
+    for task_name in ["erdos", "ac1", "ac2", "circle26"]:
+        task = get_task(task_name)
+        x0 = task.initial_states(np.random.default_rng(0), 1)[0]
+        s0 = task.verify(x0).score
+        for name, src in library_programs(task_name).items():
+            g: dict = {}
+            exec(compile(src, name, "exec"), g)
+            res = task.verify(g["solve"](x0, 0.6, 0))
+            assert res.valid, (task_name, name, res.message)
+            assert task.better(res.score, s0) or res.score == s0, (task_name, name)
