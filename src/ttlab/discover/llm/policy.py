@@ -1,0 +1,283 @@
+"""The LLM policy: a Hugging Face causal LM from a local path with a LoRA adapter (PEFT).
+
+Two entry points, as for any ttlab policy:
+
+* `generate(prompts)` samples one completion per prompt and records, per sampled token, the log-prob
+  under the distribution it was actually drawn from (after temperature / top-p). Generation runs through
+  vLLM when it is installed and selected (the adapter is swapped in after every update, see
+  `vllm_backend.py`), otherwise through batched HF `generate`.
+* `logprobs(gens, adapter=...)` recomputes the log-probs of those same sampled tokens under the current
+  adapter (with grad, for the loss) or with the adapter disabled (the base model, for the KL penalty).
+
+Sampler log-probs in HF `generate`: a logits processor placed LAST keeps the final processed
+distribution of each step and, at the next step, reads the log-prob of the token that was drawn from it,
+so memory stays at one (B, V) row-set however long the completion. Temperature and top-p are applied by
+our own processors (HF would otherwise append its warpers after ours).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.utils.rnn import pad_sequence
+
+
+@dataclass
+class PolicyConfig:
+    """The LLM, its adapter and its sampler."""
+
+    model: str = ""
+    """Local path (or hub id where a network exists) of a Hugging Face causal LM."""
+    lora_rank: int = 32
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA alpha (scale = alpha / rank)."""
+    lora_dropout: float = 0.0
+    """LoRA dropout."""
+    target_modules: str = "all-linear"
+    """PEFT target modules: 'all-linear' or a comma-separated list of module names."""
+    grad_checkpointing: bool = False
+    """Recompute activations in backward (less memory, ~30% slower learn phase)."""
+    max_new_tokens: int = 1024
+    """Maximum completion length in tokens."""
+    temperature: float = 1.0
+    """Sampling temperature (also applied to the training log-probs)."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (1.0 = off); the importance ratio corrects for the truncation."""
+    gen_batch_size: int = 32
+    """Prompts per HF `generate` call."""
+    backend: str = "auto"
+    """Generation backend: 'hf', 'vllm', or 'auto' (vLLM when importable and on CUDA)."""
+    vllm_gpu_memory: float = 0.45
+    """Fraction of GPU memory vLLM may take (the trainer shares the GPU)."""
+
+
+@dataclass
+class Generation:
+    """One sampled completion; tensors live on the CPU."""
+
+    prompt_ids: torch.Tensor  # (P,) long
+    completion_ids: torch.Tensor  # (C,) long, includes the EOS when one was sampled
+    sampler_logp: torch.Tensor  # (C,) float32, log-prob under the sampling distribution
+    text: str
+    finished: bool  # ended with EOS (False: cut at max_new_tokens)
+
+
+class _Temperature:
+    def __init__(self, t: float):
+        self.t = t
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        return scores / self.t
+
+
+class _TopP:
+    def __init__(self, p: float):
+        self.p = p
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        sorted_s, idx = scores.sort(dim=-1, descending=True)  # (B, V)
+        cum = sorted_s.softmax(-1).cumsum(-1)  # (B, V)
+        drop = (cum - sorted_s.softmax(-1)) > self.p  # keep tokens until the mass reaches p (>= 1 kept)
+        drop = drop.scatter(-1, idx, drop)
+        return scores.masked_fill(drop, float("-inf"))
+
+
+class _RecordSamplerLogp:
+    """Last processor: records log p_sampler(token_t) for every generated token."""
+
+    def __init__(self):
+        self.prev: torch.Tensor | None = None  # (B, V) log-probs of the last step's distribution
+        self.out: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.prev is not None:
+            self.out.append(self.prev.gather(-1, input_ids[:, -1:]))  # (B, 1)
+        self.prev = scores.float().log_softmax(-1)  # (B, V)
+        return scores
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        """(B, C) sampler log-probs once generate returned with `last_tokens` (B,) drawn last."""
+        assert self.prev is not None
+        self.out.append(self.prev.gather(-1, last_tokens[:, None]))
+        return torch.cat(self.out, dim=1)
+
+
+def pick_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on CUDA (when supported), float32 on CPU."""
+    if device.type == "cuda" and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+def collate(gens: list[Generation], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
+    """Left-pad prompts, right-pad completions: the layout `generate` produced, one row per sample."""
+    prompts = pad_sequence([g.prompt_ids for g in gens], batch_first=True, padding_value=pad_id,
+                           padding_side="left")  # (B, P)
+    pmask = pad_sequence([torch.ones_like(g.prompt_ids) for g in gens], batch_first=True, padding_value=0,
+                         padding_side="left")  # (B, P)
+    comps = pad_sequence([g.completion_ids for g in gens], batch_first=True, padding_value=pad_id)  # (B, C)
+    cmask = pad_sequence([torch.ones_like(g.completion_ids) for g in gens], batch_first=True,
+                         padding_value=0)  # (B, C)
+    slogp = pad_sequence([g.sampler_logp for g in gens], batch_first=True, padding_value=0.0)  # (B, C)
+    ids = torch.cat([prompts, comps], dim=1)  # (B, P+C)
+    mask = torch.cat([pmask, cmask], dim=1)  # (B, P+C)
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P+C), as HF generate numbers left-padded rows
+    return {
+        "input_ids": ids.to(device), "attention_mask": mask.to(device), "position_ids": pos.to(device),
+        "targets": comps.to(device), "mask": cmask.to(device, torch.float32),
+        "sampler_logp": slogp.to(device, torch.float32),
+    }
+
+
+class LLMPolicy:
+    """HF causal LM + PEFT LoRA; generation via HF or vLLM."""
+
+    def __init__(self, cfg: PolicyConfig, device: torch.device, seed: int = 0):
+        from peft import LoraConfig, get_peft_model
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if not cfg.model:
+            raise ValueError("--model: a path to a Hugging Face causal LM directory is required")
+        if not Path(cfg.model).exists() and Path(cfg.model).is_absolute():
+            raise FileNotFoundError(f"--model {cfg.model}: no such directory")
+        self.cfg, self.device = cfg, device
+        self.dtype = pick_dtype(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        base = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=self.dtype)
+        base.to(device)
+        eos = base.generation_config.eos_token_id
+        eos = eos if isinstance(eos, list) else [eos if eos is not None else self.tokenizer.eos_token_id]
+        self.eos_ids = torch.tensor(sorted({int(e) for e in eos if e is not None}), dtype=torch.long)
+        if cfg.grad_checkpointing:
+            base.gradient_checkpointing_enable()
+            base.enable_input_require_grads()
+        targets = cfg.target_modules if cfg.target_modules == "all-linear" else [
+            t.strip() for t in cfg.target_modules.split(",") if t.strip()]
+        lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                          target_modules=targets, task_type="CAUSAL_LM")
+        self.model = get_peft_model(base, lcfg)
+        self.vllm = None
+        if cfg.backend not in ("auto", "hf", "vllm"):
+            raise ValueError(f"--policy.backend {cfg.backend!r}: expected auto, hf or vllm")
+        if cfg.backend == "vllm" or (cfg.backend == "auto" and device.type == "cuda"):
+            from ttlab.discover.llm import vllm_backend
+
+            if vllm_backend.available():
+                self.vllm = vllm_backend.VLLMGenerator(cfg, seed=seed)
+            elif cfg.backend == "vllm":
+                raise RuntimeError("--policy.backend vllm: vLLM is not installed (pip install 'ttlab[gpu]')")
+        self.version = 0  # bumped after every update: the vLLM adapter is re-synced lazily
+
+    # ---- prompts -------------------------------------------------------------------------------
+    def format_prompt(self, text: str) -> str:
+        """The chat template (user turn + generation prompt) when the tokenizer has one, else `text`."""
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                      add_generation_prompt=True)
+        return text
+
+    def encode(self, text: str) -> torch.Tensor:
+        ids = self.tokenizer(self.format_prompt(text), add_special_tokens=False)["input_ids"]
+        return torch.tensor(ids, dtype=torch.long)  # (P,)
+
+    # ---- generation ----------------------------------------------------------------------------
+    @torch.no_grad()
+    def generate(self, prompts: list[str]) -> list[Generation]:
+        """One sampled completion per prompt (same order)."""
+        encoded = [self.encode(p) for p in prompts]
+        if self.vllm is not None:
+            return self.vllm.generate(encoded, self.tokenizer, self.model, self.version)
+        out: list[Generation] = []
+        bs = max(1, self.cfg.gen_batch_size)
+        for i in range(0, len(encoded), bs):
+            out.extend(self._hf_generate(encoded[i:i + bs]))
+        return out
+
+    def _hf_generate(self, encoded: list[torch.Tensor]) -> list[Generation]:
+        from transformers import LogitsProcessorList
+
+        pad = self.tokenizer.pad_token_id
+        ids = pad_sequence(encoded, batch_first=True, padding_value=pad, padding_side="left")  # (B, P)
+        mask = pad_sequence([torch.ones_like(e) for e in encoded], batch_first=True, padding_value=0,
+                            padding_side="left")  # (B, P)
+        rec = _RecordSamplerLogp()
+        procs = []
+        if self.cfg.temperature != 1.0:
+            procs.append(_Temperature(self.cfg.temperature))
+        if self.cfg.top_p < 1.0:
+            procs.append(_TopP(self.cfg.top_p))
+        procs.append(rec)
+        self.model.eval()
+        seq = self.model.generate(
+            input_ids=ids.to(self.device), attention_mask=mask.to(self.device), do_sample=True,
+            temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=self.cfg.max_new_tokens,
+            pad_token_id=pad, eos_token_id=self.eos_ids.tolist(), logits_processor=LogitsProcessorList(procs),
+        )  # (B, P + C)
+        comp = seq[:, ids.shape[1]:]  # (B, C)
+        slogp = rec.finish(comp[:, -1])  # (B, C)
+        is_eos = torch.isin(comp, self.eos_ids.to(comp.device))  # (B, C)
+        has_eos = is_eos.any(-1)  # (B,)
+        first = is_eos.int().argmax(-1)  # (B,)
+        length = torch.where(has_eos, first + 1, torch.full_like(first, comp.shape[1]))  # (B,)
+        comp, slogp, length, has_eos = comp.cpu(), slogp.cpu(), length.cpu().tolist(), has_eos.cpu().tolist()
+        gens = []
+        for b, enc in enumerate(encoded):
+            c = comp[b, :length[b]].clone()
+            gens.append(Generation(enc, c, slogp[b, :length[b]].clone(),
+                                   self.tokenizer.decode(c, skip_special_tokens=True), bool(has_eos[b])))
+        return gens
+
+    # ---- training-side log-probs ---------------------------------------------------------------
+    def logprobs(self, batch: dict[str, torch.Tensor], adapter: bool = True) -> torch.Tensor:
+        """Log-probs (B, C) of `batch['targets']` (a `collate` output) under the adapter or the base model."""
+        ids = batch["input_ids"][:, :-1]  # (B, P+C-1): the last token predicts nothing we need
+        C = batch["targets"].shape[1]
+        kw = dict(input_ids=ids, attention_mask=batch["attention_mask"][:, :-1],
+                  position_ids=batch["position_ids"][:, :-1], logits_to_keep=C, use_cache=False)
+        if adapter:
+            logits = self.model(**kw).logits  # (B, C, V)
+        else:
+            with torch.no_grad(), self.model.disable_adapter():
+                logits = self.model(**kw).logits  # (B, C, V)
+        return token_logprobs(logits, batch["targets"], self.cfg.temperature)
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    # ---- adapter state -------------------------------------------------------------------------
+    def adapter_state(self) -> dict[str, torch.Tensor]:
+        from peft import get_peft_model_state_dict
+
+        return {k: v.detach().clone() for k, v in get_peft_model_state_dict(self.model).items()}
+
+    def load_adapter_state(self, state: dict[str, torch.Tensor]) -> None:
+        from peft import set_peft_model_state_dict
+
+        res = set_peft_model_state_dict(self.model, {k: v.to(self.device) for k, v in state.items()})
+        unexpected = getattr(res, "unexpected_keys", [])
+        if unexpected:
+            raise ValueError(f"adapter checkpoint has keys this model lacks: {unexpected[:5]}")
+        self.version += 1
+
+    def save_adapter(self, directory: str | Path) -> Path:
+        """PEFT layout (`adapter_config.json` + `adapter_model.safetensors`), loadable by PEFT and vLLM."""
+        directory = Path(directory)
+        self.model.save_pretrained(str(directory))
+        return directory
+
+    def mark_updated(self) -> None:
+        """Call after an optimizer step (vLLM picks up the new adapter on its next generate)."""
+        self.version += 1
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """log softmax(logits / T)[targets]: (B, C, V), (B, C) -> (B, C), computed in float32."""
+    lp = -F.cross_entropy((logits.float() / temperature).flatten(0, 1), targets.flatten(), reduction="none")
+    return lp.view(targets.shape)  # (B, C)

@@ -1,0 +1,402 @@
+"""Test-time training step of TTT-Discover: PUCT -> generate -> sandbox -> verify -> entropic GRPO -> Adam.
+
+One step:
+1. choose `states_per_step` states with PUCT (lineage-blocking top-k);
+2. build one prompt per state and sample `rollouts_per_state` completions each, in chunks of
+   `gen_batch_size`; each chunk's programs go to the executor (local sandbox pool or Ray) as soon as they
+   exist, so evaluation runs while the next chunk is generated;
+3. verify every returned construction with the task (the only source of scores), record expansions and
+   valid children in the tree;
+4. advantages per group keyed by state id (`advantages.group_advantages`, entropic by default);
+5. the importance-sampled PG loss with the KL penalty folded in (`loss.py`), gradient accumulation over
+   micro-batches, one Adam step (beta2 = 0.95) on the LoRA weights only;
+6. flush the tree and checkpoint (adapter, optimizer, tree JSON, RNG) as `checkpoints/step_NNNNNN`, then
+   point `checkpoints/LATEST` at it (atomic rename). A kill -9 anywhere loses at most the step in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ttlab.common.checkpoint import (
+    atomic_write_text,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from ttlab.common.device import resolve_device, seed_everything
+from ttlab.common.logging import Logger, progress
+from ttlab.common.runs import make_run_dir
+from ttlab.discover.advantages import group_advantages, solve_beta
+from ttlab.discover.llm.loss import is_pg_loss
+from ttlab.discover.llm.policy import Generation, LLMPolicy, PolicyConfig, collate
+from ttlab.discover.prompts import PromptState, build_prompt, extract_code
+from ttlab.discover.puct import PUCTTree
+from ttlab.discover.sandbox import Job, Limits, SandboxResult
+from ttlab.discover.tasks import get_task
+from ttlab.discover.tasks.base import VerifyResult
+
+
+@dataclass
+class TrainConfig:
+    """`ttlab discover train`: test-time training of an LLM (LoRA) with entropic GRPO on a discovery task."""
+
+    task: str = "erdos"
+    """erdos | ac1 | ac2 | circle26 | circle32."""
+    model: str = ""
+    """Local path of a Hugging Face causal LM (a hub id where a network exists)."""
+    steps: int = 50
+    """Training steps of this run (a resumed run continues up to this total)."""
+    states_per_step: int = 8
+    """States chosen by PUCT per step (paper: 8)."""
+    rollouts_per_state: int = 64
+    """Completions sampled per state, one advantage group (paper: 64)."""
+    lr: float = 4e-5
+    """Adam learning rate."""
+    adam_beta1: float = 0.9
+    """Adam beta1."""
+    adam_beta2: float = 0.95
+    """Adam beta2."""
+    adam_eps: float = 1e-8
+    """Adam epsilon."""
+    grad_clip: float = 1.0
+    """Global grad-norm clip (0: off)."""
+    kl_coef: float = 0.1
+    """KL penalty to the base model (adapter off), folded into the per-token advantage."""
+    ratio_cap: float = 0.0
+    """Cap on the importance ratio (0: uncapped, the plain importance-sampled PG)."""
+    advantage: str = "entropic"
+    """Advantage estimator per group: entropic | grpo."""
+    micro_batch: int = 8
+    """Samples per forward/backward (gradient accumulation over the step's batch)."""
+    lora_rank: int = 32
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA alpha."""
+    target_modules: str = "all-linear"
+    """PEFT target modules ('all-linear' or comma-separated names)."""
+    grad_checkpointing: bool = False
+    """Activation checkpointing in the learn phase."""
+    max_new_tokens: int = 2048
+    """Completion length cap."""
+    temperature: float = 1.0
+    """Sampling temperature."""
+    top_p: float = 1.0
+    """Nucleus mass (1.0 = off)."""
+    gen_batch_size: int = 32
+    """Prompts per generate call; each call's programs start evaluating while the next is generated."""
+    backend: str = "auto"
+    """Generation backend: auto (vLLM when importable and on CUDA) | hf | vllm."""
+    vllm_gpu_memory: float = 0.45
+    """GPU memory fraction for vLLM."""
+    executor: str = "local"
+    """Where programs run: local (bounded sandbox pool) | ray."""
+    ray_address: str = ""
+    """Ray cluster address (e.g. 10.0.0.1:6379); empty starts a local Ray with the dashboard on 127.0.0.1."""
+    ray_cpus_per_task: int = 1
+    """CPUs reserved by each Ray sandbox task."""
+    workers: int = 2
+    """Local pool size (programs in parallel)."""
+    program_budget_s: float = 10.0
+    """`budget_s` given to each program."""
+    grace_s: float = 10.0
+    """Wall-clock slack before the program's process group is killed."""
+    memory_mb: int = 3072
+    """Address-space limit per program (MiB)."""
+    init_states: int = 4
+    """Initial constructions (tree roots) of a new run."""
+    puct_c: float = 1.0
+    """PUCT exploration constant."""
+    keep_children: int = 8
+    """Children kept per parent at each flush."""
+    max_roots: int = 16
+    """Roots kept at each flush."""
+    device: str = "auto"
+    """auto | cpu | cuda | cuda:N."""
+    seed: int = 0
+    """Seed of everything (torch sampling, initial states, program seeds)."""
+    run_name: str | None = None
+    """Run directory name under <root>/discover (default: timestamp)."""
+    root: str = "runs"
+    """Root of run directories."""
+    resume: bool = False
+    """Continue <root>/discover/<run_name> from its latest checkpoint."""
+    keep_checkpoints: int = 2
+    """Step checkpoints kept on disk (older ones are deleted)."""
+    wandb: bool = False
+    """Mirror metrics to Weights & Biases."""
+
+
+def policy_config(cfg: TrainConfig) -> PolicyConfig:
+    return PolicyConfig(model=cfg.model, lora_rank=cfg.lora_rank, lora_alpha=cfg.lora_alpha,
+                        target_modules=cfg.target_modules, grad_checkpointing=cfg.grad_checkpointing,
+                        max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
+                        gen_batch_size=cfg.gen_batch_size, backend=cfg.backend,
+                        vllm_gpu_memory=cfg.vllm_gpu_memory)
+
+
+def group_betas(rewards: np.ndarray, valid: np.ndarray, group_ids: list[str]) -> list[float]:
+    """The entropic estimator's beta of every group with >= 2 distinct valid rewards (for logging)."""
+    out = []
+    for g in dict.fromkeys(group_ids):
+        r = rewards[[i for i, x in enumerate(group_ids) if x == g and valid[i]]]
+        if r.size >= 2 and r.max() > r.min():
+            out.append(solve_beta(r))
+    return out
+
+
+def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation], adv: np.ndarray,
+          keep: np.ndarray, cfg: TrainConfig) -> dict[str, Any]:
+    """Accumulate the loss over micro-batches of the kept samples and take one optimizer step."""
+    idx = [i for i in range(len(gens)) if keep[i] and gens[i].completion_ids.numel() > 0]
+    if not idx:
+        return {"learn/samples": 0}
+    idx.sort(key=lambda i: (gens[i].prompt_ids.numel() + gens[i].completion_ids.numel(), i))  # less padding
+    normalizer = float(sum(gens[i].completion_ids.numel() for i in idx))
+    A = torch.as_tensor(adv, dtype=torch.float32)  # (N,)
+    params = policy.trainable_parameters()
+    opt.zero_grad(set_to_none=True)
+    policy.model.train()
+    zero = torch.zeros((), device=policy.device)
+    tot = {"loss": zero.clone(), "tokens": zero.clone(), "kl": zero.clone(), "ratio": zero.clone(),
+           "ratio_max": zero.clone(), "clipped": zero.clone()}
+    for j in range(0, len(idx), max(1, cfg.micro_batch)):
+        mb = idx[j:j + cfg.micro_batch]
+        batch = collate([gens[i] for i in mb], policy.tokenizer.pad_token_id, policy.device)
+        base = policy.logprobs(batch, adapter=False) if cfg.kl_coef > 0 else None  # (b, C)
+        lp = policy.logprobs(batch, adapter=True)  # (b, C)
+        loss, st = is_pg_loss(lp, batch["sampler_logp"], base, A[mb].to(policy.device), batch["mask"],
+                              normalizer, cfg.kl_coef, cfg.ratio_cap or None)
+        loss.backward()
+        tot["loss"] += loss.detach()
+        tot["tokens"] += st.tokens
+        tot["kl"] += st.kl
+        tot["ratio"] += st.ratio
+        tot["clipped"] += st.clipped
+        tot["ratio_max"] = torch.maximum(tot["ratio_max"], st.ratio_max)
+    gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    policy.mark_updated()
+    n = tot["tokens"].clamp(min=1)
+    return {"learn/samples": len(idx), "learn/tokens": tot["tokens"], "learn/loss": tot["loss"],
+            "learn/kl": tot["kl"] / n, "learn/ratio_mean": tot["ratio"] / n, "learn/ratio_max": tot["ratio_max"],
+            "learn/clip_frac": tot["clipped"] / n, "learn/grad_norm": gnorm}
+
+
+class Trainer:
+    """Owns the policy, optimizer, tree, executor and run directory; `step()` runs one TTT step."""
+
+    def __init__(self, cfg: TrainConfig, policy: LLMPolicy | None = None, executor: Any = None, log=print):
+        self.cfg, self.log = cfg, log
+        if cfg.advantage not in ("entropic", "grpo"):
+            raise ValueError(f"--advantage {cfg.advantage!r}: expected entropic or grpo")
+        if cfg.states_per_step < 1 or cfg.rollouts_per_state < 1:
+            raise ValueError("--states-per-step and --rollouts-per-state must be >= 1")
+        self.task = get_task(cfg.task)
+        self.device = resolve_device(cfg.device)
+        seed_everything(cfg.seed)
+        self.run = make_run_dir("discover", cfg, cfg.run_name, cfg.root, cfg.resume)
+        self.policy = policy or LLMPolicy(policy_config(cfg), self.device, seed=cfg.seed)
+        self.opt = torch.optim.Adam(self.policy.trainable_parameters(), lr=cfg.lr,
+                                    betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.step_idx = 0
+        self.tree = self._new_tree()
+        if cfg.resume and (self.run.checkpoints / "LATEST").exists():
+            self.load()
+        elif cfg.resume:
+            log(f"--resume: no checkpoint in {self.run.checkpoints}, starting fresh")
+        self.limits = Limits(wall_s=cfg.program_budget_s + cfg.grace_s, memory_mb=cfg.memory_mb)
+        if executor is None:
+            from ttlab.discover.llm.ray_executor import make_executor
+
+            executor = make_executor(cfg.executor, cfg.workers, self.limits, cfg.ray_address, cfg.ray_cpus_per_task)
+        self.executor = executor
+        self.logger = Logger(self.run.path, wandb=cfg.wandb, config=cfg)
+
+    def _new_tree(self) -> PUCTTree:
+        tree = PUCTTree(self.cfg.puct_c, self.cfg.keep_children, self.cfg.max_roots)
+        for x in self.task.initial_states(np.random.default_rng(self.cfg.seed), self.cfg.init_states):
+            r = self.task.verify(x)
+            if not r.valid:
+                raise RuntimeError(f"task {self.task.name}: an initial state is invalid ({r.message})")
+            tree.add_root(r.construction, r.reward, r.score)
+        return tree
+
+    # ---- one step ------------------------------------------------------------------------------
+    def _prompt(self, node) -> str:
+        parent = self.tree.nodes.get(node.parent_id) if node.parent_id else None
+        st = PromptState(code=node.code, score=node.score, parent_score=parent.score if parent else None,
+                         stdout=node.stdout)
+        return build_prompt(self.task, st)
+
+    def step(self) -> dict[str, float]:
+        cfg = self.cfg
+        t_start = time.perf_counter()
+        states = self.tree.select(cfg.states_per_step)
+        prompts, sids = [], []
+        for s in states:
+            p = self._prompt(s)
+            prompts += [p] * cfg.rollouts_per_state
+            sids += [s.id] * cfg.rollouts_per_state
+        seeds = self.rng.integers(0, 2**31 - 1, size=len(prompts)).tolist()
+        gens: list[Generation] = []
+        codes: list[str | None] = []
+        futs: list[Any] = []
+        t_gen = 0.0
+        chunk = max(1, cfg.gen_batch_size)
+        for i in range(0, len(prompts), chunk):
+            t0 = time.perf_counter()
+            out = self.policy.generate(prompts[i:i + chunk])
+            t_gen += time.perf_counter() - t0
+            for k, g in enumerate(out):
+                j = i + k
+                code = extract_code(g.text)
+                gens.append(g)
+                codes.append(code)
+                parent = self.tree.nodes[sids[j]].array()
+                futs.append(None if code is None else
+                            self.executor.submit(Job(code, parent, cfg.program_budget_s, seed=int(seeds[j]))))
+        t_gen_end = time.perf_counter()
+        results: list[tuple[SandboxResult | None, VerifyResult]] = []
+        for f in futs:
+            if f is None:
+                results.append((None, VerifyResult(False, float("nan"), 0.0, {}, "no python code block")))
+                continue
+            sr = f.result()
+            vr = (self.task.verify(sr.output, sr.reported_score) if sr.ok
+                  else VerifyResult(False, float("nan"), 0.0, {}, f"{sr.status}: {sr.reason}"))
+            results.append((sr, vr))
+        for (sr, vr), sid, code in zip(results, sids, codes, strict=True):
+            self.tree.record_expansion(sid)
+            if vr.valid:
+                self.tree.add_child(sid, vr.construction, vr.reward, vr.score, code or "", sr.stdout if sr else "")
+        t_eval = time.perf_counter() - t_gen_end
+        rewards = np.array([vr.reward for _, vr in results], dtype=np.float64)
+        valid = np.array([vr.valid for _, vr in results], dtype=bool)
+        adv, keep = group_advantages(rewards, valid, sids, cfg.advantage)
+        betas = group_betas(rewards, valid, sids) if cfg.advantage == "entropic" else []
+        t0 = time.perf_counter()
+        lstats = learn(self.policy, self.opt, gens, adv, keep, cfg)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()  # timing boundary of the learn phase
+        t_learn = time.perf_counter() - t0
+        self.tree.flush()
+        self.step_idx += 1
+        gen_tokens = sum(g.completion_ids.numel() for g in gens)
+        scores = [vr.score for _, vr in results if vr.valid]
+        best_score = (max(scores) if self.task.higher_is_better else min(scores)) if scores else float("nan")
+        m: dict[str, Any] = {
+            "rollout/valid_rate": float(valid.mean()) if valid.size else 0.0,
+            "rollout/reward_mean": float(rewards.mean()) if rewards.size else 0.0,
+            "rollout/reward_best": float(rewards.max()) if rewards.size else 0.0,
+            "rollout/score_best": best_score,
+            "rollout/code_rate": float(np.mean([c is not None for c in codes])) if codes else 0.0,
+            "adv/beta_mean": float(np.mean(betas)) if betas else float("nan"),
+            "adv/kept_frac": float(keep.mean()) if keep.size else 0.0,
+            "perf/gen_tokens": gen_tokens,
+            "perf/gen_tokens_per_s": gen_tokens / max(t_gen, 1e-9),
+            "time/generate_s": t_gen, "time/evaluate_s": t_eval, "time/learn_s": t_learn,
+            "tree/size": len(self.tree.nodes),
+        }
+        m.update(lstats)
+        m = self.logger.scalars(m, self.step_idx)  # the step's one host sync
+        if m.get("learn/samples", 0) > 0:
+            m["perf/train_tokens_per_s"] = m["learn/tokens"] / max(t_learn, 1e-9)
+        t0 = time.perf_counter()
+        self.save()
+        m["time/checkpoint_s"] = time.perf_counter() - t0
+        m["time/step_s"] = time.perf_counter() - t_start
+        m["step"] = self.step_idx
+        with open(self.run.file("metrics.jsonl"), "a") as f:
+            f.write(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in m.items()}) + "\n")
+        return m
+
+    # ---- checkpoints ---------------------------------------------------------------------------
+    def save(self) -> Path:
+        """`checkpoints/step_NNNNNN` (atomic pair), then `LATEST` -> it, then prune and export."""
+        name = f"step_{self.step_idx:06d}"
+        state = {"step": self.step_idx, "adapter": self.policy.adapter_state(), "optimizer": self.opt.state_dict(),
+                 "rng": rng_state(), "np_rng": self.rng.bit_generator.state,
+                 "tree": json.dumps(self.tree.to_json())}
+        save_checkpoint(self.run.checkpoints / name, state)
+        atomic_write_text(self.run.checkpoints / "LATEST", name + "\n")
+        done = sorted(p.name.removesuffix(".json") for p in self.run.checkpoints.glob("step_*.json"))
+        for old in done[:-max(1, self.cfg.keep_checkpoints)]:
+            for suf in (".json", ".safetensors"):
+                (self.run.checkpoints / (old + suf)).unlink(missing_ok=True)
+        self.tree.save(self.run.file("tree.json"))  # human-readable copy; the checkpoint holds the truth
+        best = self.tree.best()
+        if best is not None:
+            res = self.task.verify(best.array())  # re-verified, never the stored score
+            atomic_write_text(self.run.file("best.json"), json.dumps(
+                {"task": self.task.name, "valid": res.valid, "score": res.score, "message": res.message,
+                 "node_id": best.id, "construction": best.array().tolist(), "code": best.code,
+                 "step": self.step_idx}) + "\n")
+        return self.run.checkpoints / name
+
+    def load(self) -> None:
+        name = (self.run.checkpoints / "LATEST").read_text().strip()
+        state = load_checkpoint(self.run.checkpoints / name)
+        self.policy.load_adapter_state(state["adapter"])
+        self.opt.load_state_dict(state["optimizer"])
+        self.tree = PUCTTree.from_json(json.loads(state["tree"]))
+        self.rng.bit_generator.state = state["np_rng"]
+        set_rng_state(state["rng"])
+        self.step_idx = int(state["step"])
+        self.log(f"resumed {self.run.checkpoints / name}: step {self.step_idx}, {len(self.tree.nodes)} states")
+
+    def close(self) -> None:
+        self.executor.close()
+        self.logger.close()
+
+    # ---- the run -------------------------------------------------------------------------------
+    def run_steps(self) -> dict[str, float]:
+        last: dict[str, float] = {}
+        with progress(self.cfg.steps, "discover train") as bar:
+            bar.set(completed=self.step_idx)
+            while self.step_idx < self.cfg.steps:
+                last = self.step()
+                bar.advance()
+                self.log(f"step {self.step_idx}: valid {last['rollout/valid_rate']:.2f}  "
+                         f"reward best {last['rollout/reward_best']:.5g} mean {last['rollout/reward_mean']:.4g}  "
+                         f"beta {last['adv/beta_mean']:.3g}  kl {last.get('learn/kl', float('nan')):.3g}  "
+                         f"gen {last['perf/gen_tokens_per_s']:.0f} tok/s  "
+                         f"t gen/eval/learn {last['time/generate_s']:.1f}/{last['time/evaluate_s']:.1f}/"
+                         f"{last['time/learn_s']:.1f}s")
+        return last
+
+
+def train(cfg: TrainConfig, log=print) -> dict[str, float]:
+    """Build a trainer, run to `cfg.steps`, close everything; returns the last step's metrics."""
+    trainer = Trainer(cfg, log=log)
+    try:
+        return trainer.run_steps()
+    finally:
+        trainer.close()
+
+
+def main_train(argv: list[str]) -> int:
+    """`ttlab discover train --task erdos --model PATH --preset NAME [...]`."""
+    from ttlab.common.config import parse_config
+    from ttlab.discover.llm.presets import PRESETS
+
+    cfg = parse_config(TrainConfig, PRESETS, argv=argv, prog="ttlab discover train")
+    if not cfg.model:
+        print("ttlab discover train: --model PATH is required (a local Hugging Face causal LM directory)")
+        return 2
+    if not Path(cfg.model).exists() and (cfg.model.startswith((".", "/", "~")) or cfg.model.count("/") != 1):
+        print(f"ttlab discover train: --model {cfg.model}: no such directory")
+        return 2
+    train(cfg)
+    return 0
