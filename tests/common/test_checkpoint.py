@@ -119,3 +119,14 @@ def test_torn_checkpoint_is_detected(tmp_path):
     with pytest.raises(CheckpointError, match="missing.json"):
         load_checkpoint(tmp_path / "missing")
     assert latest_checkpoint(tmp_path / "nothing") is None
+
+
+def test_same_size_tensors_from_another_save_are_refused(tmp_path):
+    """A crash between the tensor rename and the metadata rename pairs new tensors with old metadata;
+    the sizes match (same shapes), so only the recorded hash can tell."""
+    save_checkpoint(tmp_path / "ck", {"w": torch.ones(100)})
+    old_meta = (tmp_path / "ck.json").read_text()
+    save_checkpoint(tmp_path / "ck", {"w": torch.zeros(100)})
+    (tmp_path / "ck.json").write_text(old_meta)
+    with pytest.raises(CheckpointError, match="SHA-256"):
+        load_checkpoint(tmp_path / "ck")

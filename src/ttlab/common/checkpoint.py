@@ -2,8 +2,10 @@
 
 A checkpoint named `STEM` is two files, `STEM.safetensors` and `STEM.json`. Each is written to a
 temporary file in the same directory, fsynced, then renamed over the target, and the JSON (written
-last) records the size of the tensor file it belongs to. A crash mid-write therefore leaves either
-the previous complete checkpoint or the new complete one, never a torn pair.
+last) records the size and SHA-256 of the tensor file it belongs to. A crash mid-write leaves either
+the previous complete checkpoint, the new complete one, or (a crash between the two renames) new
+tensors beside old metadata, which `load_checkpoint` detects by the hash and refuses by name: a torn
+pair is never loaded silently.
 
 Nested state (a model's `state_dict`, an optimizer's `state_dict` with its int-keyed `state`, RNG
 states) goes through `pack_state` / `unpack_state`: tensors are pulled out into a flat dict keyed by
@@ -12,6 +14,7 @@ their path, the rest stays as a JSON skeleton.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -42,6 +45,14 @@ def _fsync_dir(d: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -133,12 +144,14 @@ def save_checkpoint(stem: str | Path, state: dict[str, Any]) -> Path:
         save_file(tensors, tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
+        digest = _sha256(Path(tmp))
         os.replace(tmp, st_path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    meta = {"format": "ttlab-ckpt-1", "tensor_file_bytes": st_path.stat().st_size, "state": skeleton}
+    meta = {"format": "ttlab-ckpt-1", "tensor_file_bytes": st_path.stat().st_size, "tensor_file_sha256": digest,
+            "state": skeleton}
     atomic_write_text(js_path, json.dumps(meta) + "\n")
     return js_path
 
@@ -162,6 +175,11 @@ def load_checkpoint(stem: str | Path, map_location: str | torch.device = "cpu") 
     if size != meta["tensor_file_bytes"]:
         raise CheckpointError(
             f"{st_path}: size {size} does not match {meta['tensor_file_bytes']} recorded in {js_path.name}"
+        )
+    if "tensor_file_sha256" in meta and _sha256(st_path) != meta["tensor_file_sha256"]:
+        raise CheckpointError(
+            f"{st_path}: contents do not match the SHA-256 recorded in {js_path.name} (a torn save: tensors and "
+            "metadata come from different saves)"
         )
     try:
         tensors = load_file(str(st_path), device=str(map_location))
