@@ -29,3 +29,38 @@ def test_train_help_and_missing_model(tmp_path, capsys):
     assert main(["train", "--preset", "debug"]) == 2
     assert "--model" in capsys.readouterr().out
     assert main(["train", "--preset", "debug", "--model", str(tmp_path / "nope")]) == 2
+
+
+def test_kill_9_mid_run_loses_at_most_the_step_in_flight(tmp_path):
+    """A real SIGKILL of `ttlab discover train` while it is between checkpoints; --resume continues from
+    the last completed step and the step numbering has no gap."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    model = make_tiny_model(tmp_path / "tiny")
+    run = tmp_path / "runs" / "discover" / "k9"
+    args = [sys.executable, "-m", "ttlab.cli", "discover", "train", "--preset", "debug", "--model", str(model),
+            "--root", str(tmp_path / "runs"), "--run-name", "k9", "--rollouts-per-state", "1",
+            "--max-new-tokens", "8"]
+    p = subprocess.Popen(args + ["--steps", "1000"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    latest = run / "checkpoints" / "LATEST"
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and not (latest.exists() and latest.read_text().strip() >= "step_000002"):
+            time.sleep(0.05)
+        assert latest.exists(), "no checkpoint within 240 s"
+        time.sleep(0.3)  # somewhere inside the next step
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    done = int(latest.read_text().strip().split("_")[1])
+    assert done >= 2
+    r = subprocess.run(args + ["--steps", str(done + 1), "--resume"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert latest.read_text().strip() == f"step_{done + 1:06d}"
+    steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert sorted(set(steps)) == list(range(1, done + 2))
