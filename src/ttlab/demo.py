@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ttlab.common.checkpoint import atomic_write_text
@@ -30,10 +30,8 @@ class DemoConfig:
     """Which stages to run, in order (drive, discover, wm)."""
     device: str = "auto"
     """auto | cpu | cuda."""
-    strict: bool = False
-    """Exit non-zero when a stage fails or is not built."""
-    extra: dict[str, str] = field(default_factory=dict)
-    """Reserved for stage options (unused)."""
+    strict: bool = True
+    """Exit non-zero when a stage fails or is not built (--no-strict: exit 0 and only report it)."""
 
 
 def run_stage(name: str, out: Path, device: str) -> tuple[str, str, float]:
