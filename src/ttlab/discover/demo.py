@@ -32,7 +32,7 @@ def run(out_dir: Path, device: str = "cpu") -> str:
                                "        time.sleep(0.01)\n")).result()
         lines.append(f"- hostile fork bomb: `{bomb.status}` ({bomb.reason}); {bomb.leftover_killed} leftover "
                      f"processes killed; isolation {pool.caps}")
-    cfg = SearchConfig(budget="100s", program_budget_s=8.0, grace_s=8.0, run_name="search", root=str(out_dir),
+    cfg = SearchConfig(budget="100s", program_budget_s=8.0, grace_s=8.0, run_name="search", root=str(out_dir.parent),
                        samples_per_state=1)
     rec = run_search(cfg)
     (out_dir / "best_erdos.json").write_text(json.dumps(rec))
