@@ -1,0 +1,196 @@
+"""PushT episodes from the real gym-pusht simulator, driven by a noisy scripted pusher (`ttlab wm data pusht`).
+
+The pusher picks a push direction, moves behind the T, pushes through its centre for a while, then picks
+another; targets carry Gaussian noise. Unlike a random walk it moves the T in every episode, which is
+what a world model has to learn. Episodes are rendered offscreen and written in DINO-WM's PushT layout
+(so `DinoWMSource` reads them):
+
+    obses/episode_XXX.mp4  rendered frames, resolution x resolution, 10 fps
+    states.pth             (N, T, 5) agent x, y, block x, y, block angle (world units, 0..512)
+    abs_actions.pth        (N, T, 2) PD target of the agent
+    rel_actions.pth        (N, T, 2) target minus the agent position at that step
+    velocities.pth         (N, T, 2) agent velocity
+    seq_lengths.pkl        list of N ints (a pickle because the upstream layout is one; ints only)
+    ttlab_pusht.json       how the data was made
+
+Episode i uses seed (seed, i) whatever the number of workers, so the output is reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TEE_CENTRE = np.array([0.0, 45.0])  # centre of gravity of the T in its body frame
+
+
+def tee_centre(block_pose: np.ndarray) -> np.ndarray:
+    """World position of the T's centre from its (x, y, angle) pose."""
+    c, s = np.cos(block_pose[2]), np.sin(block_pose[2])
+    return block_pose[:2] + np.array([c * TEE_CENTRE[0] - s * TEE_CENTRE[1], s * TEE_CENTRE[0] + c * TEE_CENTRE[1]])
+
+
+class ScriptedPusher:
+    """Approach a point behind the T (opposite a random push direction), then push through its centre."""
+
+    def __init__(self, rng: np.random.Generator, noise: float = 8.0):
+        self.rng, self.noise = rng, noise
+        self._new_push()
+
+    def _new_push(self) -> None:
+        a = self.rng.uniform(0, 2 * np.pi)
+        self.dir = np.array([np.cos(a), np.sin(a)])
+        self.phase, self.steps = "approach", 0
+        self.push_steps = int(self.rng.integers(6, 16))
+
+    def act(self, agent: np.ndarray, block_pose: np.ndarray) -> np.ndarray:
+        centre = tee_centre(block_pose)
+        if self.phase == "approach":
+            target = centre - 110.0 * self.dir
+            if np.linalg.norm(agent - target) < 25.0 or self.steps >= 12:
+                self.phase, self.steps = "push", 0
+        if self.phase == "push":
+            target = centre + 60.0 * self.dir
+            if self.steps >= self.push_steps:
+                self._new_push()
+        self.steps += 1
+        return np.clip(target + self.rng.normal(0.0, self.noise, 2), 15.0, 497.0)
+
+
+def _headless() -> None:
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+
+
+def rollout_episode(seed: int, resolution: int = 96, max_steps: int = 100) -> dict[str, np.ndarray]:
+    """One episode of `max_steps` steps: frames uint8 (T, r, r, 3), states (T, 5), abs_actions, rel_actions,
+    velocities (T, 2); frame t is the scene before action t."""
+    _headless()
+    from gym_pusht.envs import PushTEnv
+
+    env = PushTEnv(obs_type="pixels_agent_pos", render_mode="rgb_array", observation_width=resolution,
+                   observation_height=resolution)
+    rng = np.random.default_rng(seed)
+    pusher = ScriptedPusher(rng)
+    obs, info = env.reset(seed=int(seed) % 2**32)
+    frames, states, acts, vels = [], [], [], []
+    for _ in range(max_steps):
+        agent, block = np.asarray(info["pos_agent"], np.float64), np.asarray(info["block_pose"], np.float64)
+        action = pusher.act(agent, block)
+        frames.append(obs["pixels"])
+        states.append([agent[0], agent[1], block[0], block[1], block[2] % (2 * np.pi)])
+        acts.append(action)
+        vels.append(np.asarray(info["vel_agent"], np.float64))
+        obs, _, _, _, info = env.step(action)
+    env.close()
+    states_ = np.asarray(states, np.float64)
+    acts_ = np.asarray(acts, np.float64)
+    return {"frames": np.stack(frames).astype(np.uint8), "states": states_.astype(np.float32),
+            "abs_actions": acts_.astype(np.float32), "rel_actions": (acts_ - states_[:, :2]).astype(np.float32),
+            "velocities": np.asarray(vels, np.float32)}
+
+
+def block_travel(states: np.ndarray) -> float:
+    """Summed |dx| + |dy| of the T over an episode (world units)."""
+    return float(np.abs(np.diff(states[:, 2:4], axis=0)).sum())
+
+
+def _episode_job(i: int, seed: int, resolution: int, max_steps: int, out: str, crf: int) -> dict[str, Any]:
+    from ttlab.worldmodel.data.video import write_mp4
+
+    ep = rollout_episode(seed, resolution, max_steps)
+    write_mp4(Path(out) / "obses" / f"episode_{i:03d}.mp4", ep.pop("frames"), fps=10, crf=crf)
+    return {"i": i, **ep}
+
+
+def episode_seed(seed: int, i: int) -> int:
+    return int(np.random.SeedSequence([seed, i]).generate_state(1)[0])
+
+
+def generate_pusht(out: str | Path, num_episodes: int = 100, resolution: int = 64, max_steps: int = 100,
+                   workers: int = 2, seed: int = 0, show_progress: bool | None = None, crf: int = 18,
+                   overwrite: bool = False) -> dict[str, Any]:
+    """Roll out `num_episodes` episodes in `workers` processes and write them to `out`; returns a summary."""
+    import torch
+
+    from ttlab.common.checkpoint import atomic_write_text
+    from ttlab.common.logging import progress
+
+    out = Path(out)
+    if num_episodes < 1 or max_steps < 1:
+        raise ValueError(f"need episodes >= 1 and max_steps >= 1, got {num_episodes}, {max_steps}")
+    if resolution < 16 or resolution % 2:
+        raise ValueError(f"resolution must be even and >= 16 (H.264), got {resolution}")
+    if (out / "states.pth").exists() and not overwrite:
+        raise FileExistsError(f"{out} already holds a dataset; pass --overwrite to replace it")
+    (out / "states.pth").unlink(missing_ok=True)
+    (out / "obses").mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    jobs = [(i, episode_seed(seed, i), resolution, max_steps, str(out), crf) for i in range(num_episodes)]
+    results: list[dict[str, Any]] = [{}] * num_episodes
+    with progress(num_episodes, "pusht episodes", disable=None if show_progress is None else not show_progress) as bar:
+        if workers <= 1:
+            for job in jobs:
+                r = _episode_job(*job)
+                results[r["i"]] = r
+                bar.advance(1)
+        else:
+            with ProcessPoolExecutor(min(workers, num_episodes), mp_context=get_context("spawn")) as pool:
+                for fut in as_completed([pool.submit(_episode_job, *job) for job in jobs]):
+                    r = fut.result()
+                    results[r["i"]] = r
+                    bar.advance(1)
+    lengths = [len(r["states"]) for r in results]
+    t_max = max(lengths)
+
+    def padded(key: str) -> torch.Tensor:
+        x = np.zeros((num_episodes, t_max, results[0][key].shape[1]), np.float32)  # (N, T, D)
+        for i, r in enumerate(results):
+            x[i, : len(r[key])] = r[key]
+        return torch.from_numpy(x)
+
+    for key in ("abs_actions", "rel_actions", "velocities"):
+        torch.save(padded(key), out / f"{key}.pth")
+    with open(out / "seq_lengths.pkl", "wb") as f:
+        pickle.dump([int(t) for t in lengths], f)
+    secs = time.perf_counter() - t0
+    travel = [block_travel(r["states"]) for r in results]
+    summary = {"out": str(out), "episodes": num_episodes, "frames": int(sum(lengths)), "resolution": resolution,
+               "max_steps": max_steps, "workers": workers, "seed": seed, "seconds": secs,
+               "frames_per_s": sum(lengths) / max(secs, 1e-9), "mean_block_travel": float(np.mean(travel)),
+               "min_block_travel": float(np.min(travel))}
+    atomic_write_text(out / "ttlab_pusht.json", json.dumps(summary, indent=2) + "\n")
+    torch.save(padded("states"), out / "states.pth")  # last: its presence marks a complete dataset
+    return summary
+
+
+@dataclass
+class PushTConfig:
+    """Generate PushT episodes with the real gym-pusht simulator and a scripted pusher (DINO-WM layout)."""
+
+    out: Path = Path("runs/data/pusht64")
+    """output directory"""
+    episodes: int = 200
+    """number of episodes"""
+    resolution: int = 64
+    """frame side in pixels (64, 96, 224, ...; even)"""
+    max_steps: int = 100
+    """steps (frames) per episode"""
+    workers: int = 2
+    """parallel worker processes (1 = in this process)"""
+    seed: int = 0
+    """base seed; episode i uses (seed, i)"""
+    crf: int = 18
+    """H.264 quality (lower = better, bigger files)"""
+    overwrite: bool = False
+    """replace an existing dataset at --out"""
