@@ -1,0 +1,7 @@
+"""Diffusion process around the NanoWM denoiser: schedules, targets, level sampling, samplers, rollout."""
+
+from ttlab.worldmodel.diffusion.objective import DiffusionConfig, Objective
+from ttlab.worldmodel.diffusion.rollout import rollout
+from ttlab.worldmodel.diffusion.samplers import sample_window, scheduling_matrix
+
+__all__ = ["DiffusionConfig", "Objective", "rollout", "sample_window", "scheduling_matrix"]

@@ -1,0 +1,127 @@
+"""The diffusion process around the denoiser: how frames are noised, what the model regresses, the loss.
+
+One `Objective` covers the four targets. A noise *level* is a float tensor per frame:
+  - DDPM targets (v, x, eps): an integer timestep t in {0, ..., T-1}, or -1 for a clean frame;
+  - flow: a time s in [0, 1] (0 clean, 1 pure noise).
+The denoiser always sees `model_time(level)`, a float in [0, T): t itself, or s * T for flow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ttlab.worldmodel.diffusion import targets as tg
+from ttlab.worldmodel.diffusion.schedules import NoiseSchedule
+from ttlab.worldmodel.diffusion.timesteps import levels_to_timesteps, sample_levels
+
+
+@dataclass
+class DiffusionConfig:
+    """Noise process and training objective."""
+
+    target: str = "v"
+    """Prediction target: v | x | eps | flow."""
+    schedule: str = "squaredcos_cap_v2"
+    """Noise schedule for v/x/eps: linear | squaredcos_cap_v2."""
+    zero_terminal_snr: bool = True
+    """Rescale the schedule so the last timestep is pure noise (v/x only; eps cannot predict there)."""
+    timesteps: int = 1000
+    """Number of discrete diffusion timesteps T."""
+    snr_gamma: float = 5.0
+    """Min-SNR-gamma loss weighting (0 disables; flow is never SNR-weighted)."""
+    timestep_sampling: str = "logit_normal"
+    """Per-frame training level distribution: logit_normal | uniform."""
+    logit_mean: float = 0.0
+    """Mean of the logit-normal level distribution."""
+    logit_std: float = 1.0
+    """Std of the logit-normal level distribution."""
+    per_frame: bool = True
+    """Independent level per frame (diffusion forcing); False = one level per clip."""
+
+    def __post_init__(self) -> None:
+        tg.check_target(self.target)
+        if self.target == "eps" and self.zero_terminal_snr:
+            raise ValueError("diffusion: target=eps with zero_terminal_snr=True is degenerate at t=T-1 "
+                             "(x0 = (x_t - eps)/0); use --diffusion.zero-terminal-snr False for eps")
+
+
+class Objective:
+    """Noising, targets and conversions for one `DiffusionConfig`, with the schedule table on a device."""
+
+    def __init__(self, cfg: DiffusionConfig, device: str | torch.device = "cpu"):
+        self.cfg = cfg
+        self.flow = cfg.target == "flow"
+        self.schedule = NoiseSchedule.build(cfg.schedule, cfg.timesteps, cfg.zero_terminal_snr and not self.flow,
+                                            device)
+
+    @property
+    def T(self) -> int:
+        return self.cfg.timesteps
+
+    def to(self, device: str | torch.device) -> Objective:
+        self.schedule = self.schedule.to(device)
+        return self
+
+    # ---- levels ------------------------------------------------------------------------------
+    def model_time(self, level: torch.Tensor) -> torch.Tensor:
+        """Float time fed to the denoiser, (B, F)."""
+        return level.float() * self.T if self.flow else level.float().clamp(min=0)
+
+    def step_level(self, m: torch.Tensor, n_steps: int) -> torch.Tensor:
+        """Sampling grid: integer step index m in {0..n} (0 = clean, n = pure noise) -> level.
+
+        DDPM uses "trailing" spacing (t_m = round(m T / n) - 1, so m = n is t = T - 1, which is pure
+        noise under zero-terminal SNR); flow uses s = m / n.
+        """
+        if self.flow:
+            return m.float() / n_steps
+        t = torch.round(m.double() * self.T / n_steps).long() - 1
+        return torch.where(m > 0, t, torch.full_like(t, -1))
+
+    def fraction_level(self, frac: float, like: torch.Tensor) -> torch.Tensor:
+        """A level at fraction `frac` of the way to pure noise (history stabilisation); 0 = clean."""
+        if self.flow:
+            return torch.full(like.shape, float(frac), device=like.device)
+        t = int(frac * self.T) - 1
+        return torch.full(like.shape, t, dtype=torch.long, device=like.device)
+
+    def _bcast(self, v: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return v.reshape(*v.shape, *([1] * (x.ndim - v.ndim))).to(x.dtype)
+
+    def noised(self, x0: torch.Tensor, eps: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
+        """x at `level` (B, F) from clean x0 (B, F, C, H, W) and noise eps."""
+        if self.flow:
+            return tg.flow_noise(x0, eps, self._bcast(level, x0))
+        return tg.add_noise(x0, eps, self._bcast(self.schedule.abar_at(level), x0))
+
+    def target(self, x0: torch.Tensor, eps: torch.Tensor, level: torch.Tensor) -> torch.Tensor:
+        if self.flow:
+            return tg.flow_target(x0, eps)
+        return tg.diffusion_target(x0, eps, self._bcast(self.schedule.abar_at(level), x0), self.cfg.target)
+
+    def x0_eps(self, pred: torch.Tensor, x_t: torch.Tensor, level: torch.Tensor):
+        """(x0, eps) implied by a model prediction at x_t."""
+        if self.flow:
+            return tg.flow_x0_eps(pred, x_t, self._bcast(level, x_t))
+        return tg.diffusion_x0_eps(pred, x_t, self._bcast(self.schedule.abar_at(level), x_t), self.cfg.target)
+
+    # ---- training ----------------------------------------------------------------------------
+    def sample_training_levels(self, batch: int, frames: int, device, generator=None) -> torch.Tensor:
+        c = self.cfg
+        u = sample_levels(batch, frames, c.timestep_sampling, c.logit_mean, c.logit_std, generator, device,
+                          c.per_frame)  # (B, F) in (0, 1)
+        return u if self.flow else levels_to_timesteps(u, self.T)
+
+    def loss(self, model, x0: torch.Tensor, actions: torch.Tensor, generator=None) -> tuple[torch.Tensor, dict]:
+        """Weighted per-frame MSE of the target; returns (scalar loss, detached per-frame stats)."""
+        B, Fr = x0.shape[:2]
+        level = self.sample_training_levels(B, Fr, x0.device, generator)  # (B, F)
+        eps = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
+        x_t = self.noised(x0, eps, level)  # (B, F, C, H, W)
+        pred = model(x_t, self.model_time(level), actions)
+        mse = (pred.float() - self.target(x0, eps, level).float()).pow(2).mean(dim=(2, 3, 4))  # (B, F)
+        snr = torch.zeros_like(mse) if self.flow else self.schedule.snr(level)
+        w = tg.min_snr_weight(snr, self.cfg.snr_gamma, self.cfg.target)  # (B, F)
+        return (w * mse).mean(), {"mse": mse.mean().detach()}

@@ -1,0 +1,92 @@
+"""Samplers with a per-frame noise level: DDIM (v/x/eps) and flow Euler, driven by a scheduling matrix.
+
+A *scheduling matrix* M (R, F_gen) holds, for each sampling row r and each generated frame j, an integer
+step index in {0..n} (n = pure noise, 0 = clean). Moving from row r to r+1, every frame whose index drops
+is advanced from level(M[r, j]) to level(M[r+1, j]); the others are left as they are. Modes:
+  full_sequence  all generated frames denoise together            (R = n + 1)
+  pyramid        frame j lags frame j-1 by one step                (R = n + F_gen)
+  sequential     frame j starts only once frame j-1 is clean       (R = n F_gen + 1)
+
+Context frames (and generated frames once clean) are fed to the model at a fixed *history-stabilisation*
+level (`history_noise`, a fraction of the way to pure noise; 0 = clean), re-noised from their clean value
+with noise drawn once, and are never overwritten.
+
+The deterministic step is the same for both families: predict (x0, eps) at the current level and
+re-noise them to the next one. For DDPM levels this is DDIM with eta = 0; for flow levels it equals an
+Euler step x + (s' - s) u (`flow_euler_step`, checked in the tests).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ttlab.worldmodel.diffusion.objective import Objective
+
+MODES = ("full_sequence", "pyramid", "sequential")
+
+
+def scheduling_matrix(mode: str, n_steps: int, n_frames: int) -> torch.Tensor:
+    """(R, n_frames) integer step indices, first row all n_steps, last row all 0, non-increasing down rows."""
+    n, j = n_steps, torch.arange(n_frames)
+    if mode == "full_sequence":
+        r = torch.arange(n + 1)[:, None]
+        return (n - r).expand(n + 1, n_frames).clone()
+    if mode == "pyramid":
+        r = torch.arange(n + n_frames)[:, None]
+        return (n + j[None] - r).clamp(0, n)
+    if mode == "sequential":
+        r = torch.arange(n * n_frames + 1)[:, None]
+        return (n - (r - j[None] * n)).clamp(0, n)
+    raise ValueError(f"scheduling mode {mode!r}: expected one of {', '.join(MODES)}")
+
+
+def flow_euler_step(x: torch.Tensor, u: torch.Tensor, s: torch.Tensor, s_next: torch.Tensor) -> torch.Tensor:
+    """x_{s'} = x_s + (s' - s) u for flow time s -> s' (s, s' broadcastable to x)."""
+    return x + (s_next - s) * u
+
+
+@torch.no_grad()
+def sample_window(model, obj: Objective, context: torch.Tensor, actions: torch.Tensor, n_gen: int,
+                  n_steps: int = 20, mode: str = "full_sequence", history_noise: float = 0.0,
+                  clip: float | None = None, generator: torch.Generator | None = None,
+                  autocast_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Generate `n_gen` frames after `context` (B, Fc, C, H, W) given actions (B, Fc + n_gen, A).
+
+    Returns the whole window (B, Fc + n_gen, C, H, W) with the context frames unchanged.
+    """
+    B, Fc = context.shape[:2]
+    Fr = Fc + n_gen
+    if actions.shape[1] != Fr:
+        raise ValueError(f"sample_window: actions cover {actions.shape[1]} frames, need {Fr} (context + generated)")
+    dev = context.device
+    M = scheduling_matrix(mode, n_steps, n_gen).to(dev)  # (R, n_gen)
+    shape = (B, Fr, *context.shape[2:])
+    x = torch.randn(shape, generator=generator, device=dev, dtype=context.dtype)  # (B, F, C, H, W)
+    hist_eps = torch.randn(shape, generator=generator, device=dev, dtype=context.dtype)
+    clean = torch.zeros(shape, device=dev, dtype=context.dtype)
+    clean[:, :Fc] = context
+    is_clean = torch.zeros(B, Fr, dtype=torch.bool, device=dev)
+    is_clean[:, :Fc] = True
+    hist_level = obj.fraction_level(history_noise, is_clean)  # (B, F)
+    hist_x = None
+    for r in range(M.shape[0] - 1):
+        m_now = torch.cat([torch.zeros(B, Fc, dtype=M.dtype, device=dev), M[r].expand(B, n_gen)], dim=1)  # (B, F)
+        m_next = torch.cat([torch.zeros(B, Fc, dtype=M.dtype, device=dev), M[r + 1].expand(B, n_gen)], dim=1)
+        lvl_now, lvl_next = obj.step_level(m_now, n_steps), obj.step_level(m_next, n_steps)  # (B, F)
+        hist_x = obj.noised(clean, hist_eps, hist_level)  # (B, F, C, H, W)
+        cm = is_clean[:, :, None, None, None]
+        x_in = torch.where(cm, hist_x, x)
+        lvl_in = torch.where(is_clean, hist_level, lvl_now)
+        with torch.autocast(dev.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            pred = model(x_in, obj.model_time(lvl_in), actions)
+        x0, eps = obj.x0_eps(pred.float().to(x.dtype), x_in, lvl_in)
+        if clip is not None:
+            x0 = x0.clamp(-clip, clip)
+        x_new = obj.noised(x0, eps, lvl_next)  # re-noise to the next level (clean where next = 0)
+        moving = (m_next < m_now) & ~is_clean  # (B, F)
+        x = torch.where(moving[:, :, None, None, None], x_new, x)
+        done = moving & (m_next == 0)
+        clean = torch.where(done[:, :, None, None, None], x0, clean)
+        is_clean = is_clean | done
+    clean[:, :Fc] = context
+    return clean

@@ -1,0 +1,130 @@
+"""Frame-quality metrics on predicted frames only (context frames excluded), plus a copy-last baseline.
+
+Frames are float tensors (..., C, H, W) in [-1, 1]. PSNR and SSIM are always available (pure torch;
+SSIM is Wang et al. 2004 with an 11x11 Gaussian window, sigma 1.5, K1 = 0.01, K2 = 0.03, on the
+[0, 1] range, averaged over channels). LPIPS, FID and FVD need network weights; they run only when the
+weight file is given by path (`MetricWeights`), and otherwise are reported as skipped with the reason
+-- never downloaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+
+def psnr(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-frame PSNR in dB of (..., C, H, W) frames in [-1, 1] (peak-to-peak 2). Returns (...)."""
+    mse = (pred.float() - target.float()).pow(2).mean(dim=(-3, -2, -1)).clamp(min=1e-10)
+    return 10 * torch.log10(4.0 / mse)
+
+
+def _gaussian(size: int = 11, sigma: float = 1.5, device=None) -> torch.Tensor:
+    x = torch.arange(size, dtype=torch.float32, device=device) - (size - 1) / 2
+    g = torch.exp(-(x**2) / (2 * sigma**2))
+    return g / g.sum()  # (size,)
+
+
+def ssim(pred: torch.Tensor, target: torch.Tensor, window: int = 11, sigma: float = 1.5) -> torch.Tensor:
+    """Per-frame SSIM of (..., C, H, W) frames in [-1, 1], computed on [0, 1]; 'valid' windows. Returns (...)."""
+    lead = pred.shape[:-3]
+    C, H, W = pred.shape[-3:]
+    x = (pred.float().reshape(-1, C, H, W) + 1) / 2  # (N, C, H, W)
+    y = (target.float().reshape(-1, C, H, W) + 1) / 2
+    win = min(window, H, W)
+    g = _gaussian(win, sigma, x.device)
+    k = (g[:, None] * g[None, :]).expand(C, 1, win, win)  # (C, 1, w, w) depthwise
+
+    def blur(z: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(z, k, groups=C)
+
+    mx, my = blur(x), blur(y)
+    sxx, syy, sxy = blur(x * x) - mx**2, blur(y * y) - my**2, blur(x * y) - mx * my
+    c1, c2 = 0.01**2, 0.03**2
+    s = ((2 * mx * my + c1) * (2 * sxy + c2)) / ((mx**2 + my**2 + c1) * (sxx + syy + c2))  # (N, C, h, w)
+    return s.mean(dim=(1, 2, 3)).reshape(lead)
+
+
+def frame_metrics(pred: torch.Tensor, target: torch.Tensor, n_ctx: int) -> dict[str, float]:
+    """PSNR/SSIM of predicted frames (index >= n_ctx) of (B, F, C, H, W) clips, and of copy-last-context.
+
+    Host sync: returns python floats (called once per evaluation batch, not inside a step).
+    """
+    p, t = pred[:, n_ctx:], target[:, n_ctx:]
+    base = target[:, n_ctx - 1:n_ctx].expand_as(t)  # copy the last context frame forward
+    out = {"psnr": psnr(p, t).mean(), "ssim": ssim(p, t).mean(),
+           "baseline_copy_last/psnr": psnr(base, t).mean(), "baseline_copy_last/ssim": ssim(base, t).mean()}
+    return {k: float(v) for k, v in out.items()}
+
+
+@dataclass
+class MetricWeights:
+    """Local weight files for the learned metrics; None = skip that metric."""
+
+    lpips: Path | None = None
+    """TorchScript LPIPS network (x, y in [-1, 1] -> distance), e.g. exported from the `lpips` package."""
+    i3d: Path | None = None
+    """TorchScript I3D feature extractor (the StyleGAN-V / FVD `i3d_torchscript.pt`) for FVD."""
+    inception: Path | None = None
+    """TorchScript Inception feature extractor (2048-d pool features) for FID."""
+
+
+def frechet_distance(mu1, sigma1, mu2, sigma2) -> float:
+    """||mu1 - mu2||^2 + Tr(S1 + S2 - 2 sqrt(S1 S2)), float64 numpy/scipy."""
+    import numpy as np
+    from scipy import linalg
+
+    covmean, _ = linalg.sqrtm(sigma1 @ sigma2, disp=False)
+    covmean = np.real(covmean)
+    return float(((mu1 - mu2) ** 2).sum() + np.trace(sigma1 + sigma2 - 2 * covmean))
+
+
+def feature_stats(feats: torch.Tensor):
+    f = feats.double().cpu().numpy()
+    import numpy as np
+
+    return f.mean(0), np.cov(f, rowvar=False)
+
+
+class LearnedMetrics:
+    """LPIPS / FID / FVD from TorchScript weights given by path; `skipped` says why a metric is absent."""
+
+    def __init__(self, weights: MetricWeights, device: torch.device):
+        self.nets, self.skipped = {}, {}
+        for name, path in (("lpips", weights.lpips), ("fvd", weights.i3d), ("fid", weights.inception)):
+            if path is None:
+                self.skipped[name] = f"no weight file given (--metrics.{ {'fvd': 'i3d', 'fid': 'inception'}.get(name, name)} PATH)"
+                continue
+            p = Path(path)
+            if not p.exists():
+                raise FileNotFoundError(f"{name} weights not found: {p}")
+            self.nets[name] = torch.jit.load(str(p), map_location=device).eval()
+        self.lp, self.real, self.fake, self.vreal, self.vfake = [], [], [], [], []
+
+    @torch.no_grad()
+    def update(self, pred: torch.Tensor, target: torch.Tensor, n_ctx: int) -> None:
+        p, t = pred[:, n_ctx:], target[:, n_ctx:]  # (B, Fp, C, H, W)
+        if "lpips" in self.nets:
+            self.lp.append(self.nets["lpips"](p.flatten(0, 1), t.flatten(0, 1)).flatten())
+        if "fid" in self.nets:
+            self.fake.append(self.nets["fid"](p.flatten(0, 1)))
+            self.real.append(self.nets["fid"](t.flatten(0, 1)))
+        if "fvd" in self.nets:  # I3D takes (B, C, T, H, W) in [-1, 1]
+            self.vfake.append(self.nets["fvd"](pred.transpose(1, 2)))
+            self.vreal.append(self.nets["fvd"](target.transpose(1, 2)))
+
+    def compute(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if self.lp:
+            out["lpips"] = float(torch.cat(self.lp).mean())
+        for name, real, fake in (("fid", self.real, self.fake), ("fvd", self.vreal, self.vfake)):
+            if real:
+                r, f = torch.cat(real), torch.cat(fake)
+                if r.shape[0] < 2:
+                    self.skipped[name] = "needs at least 2 samples"
+                    continue
+                out[name] = frechet_distance(*feature_stats(r), *feature_stats(f))
+        return out

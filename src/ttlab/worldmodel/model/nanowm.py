@@ -1,0 +1,257 @@
+"""NanoWM: an action-conditioned space/time factorised diffusion transformer (DiT with adaLN-Zero).
+
+Blocks alternate: a *spatial* block attends over the patches of one frame (2-D RoPE), a *temporal* block
+attends over the frames at one patch position (1-D RoPE, frame-causal). Every frame carries its own
+diffusion time (diffusion forcing) and its own action embedding; both modulate the blocks per frame.
+Frame-causality holds end to end: the output for frame t depends only on inputs at frames <= t.
+
+The model knows nothing of noise schedules: `forward(x_t, t, actions)` maps noisy frames, a per-frame
+time value (any float; the diffusion code passes a timestep in [0, 1000)) and per-frame actions to a
+prediction of the same shape as x_t. What that prediction means (v, x, eps, flow) is the caller's business.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ttlab.worldmodel.model.injection import ActionEmbedder, BlockInjection, check_injection
+from ttlab.worldmodel.model.rope import apply_rope, rope_1d, rope_2d
+
+
+@dataclass
+class NanoWMConfig:
+    """Shape of a NanoWM denoiser."""
+
+    input_size: int = 32
+    """Height = width of the (latent) frames."""
+    in_channels: int = 4
+    """Channels of the (latent) frames."""
+    patch_size: int = 2
+    """Square patch side; tokens per frame = (input_size / patch_size)^2."""
+    hidden: int = 384
+    """Transformer width D."""
+    depth: int = 12
+    """Number of blocks, spatial and temporal alternating (must be even)."""
+    heads: int = 6
+    """Attention heads (head dim = hidden / heads, divisible by 4 for 2-D RoPE)."""
+    mlp_ratio: float = 4.0
+    """SwiGLU hidden width = mlp_ratio * hidden."""
+    action_dim: int = 2
+    """Width of one frame's action vector (raw action dim x frame_interval)."""
+    injection: str = "additive"
+    """How actions enter: additive | adaln | adaln_fuse | film | cross_attention."""
+    max_frames: int = 64
+    """Longest clip the temporal RoPE table covers."""
+    causal: bool = True
+    """Frame-causal temporal attention."""
+
+    def __post_init__(self) -> None:
+        check_injection(self.injection)
+        if self.depth % 2:
+            raise ValueError(f"depth={self.depth}: must be even (spatial and temporal blocks alternate)")
+        if self.hidden % self.heads or (self.hidden // self.heads) % 4:
+            raise ValueError(f"hidden={self.hidden}, heads={self.heads}: head dim must be a multiple of 4")
+        if self.input_size % self.patch_size:
+            raise ValueError(f"input_size={self.input_size} is not divisible by patch_size={self.patch_size}")
+
+    @property
+    def grid(self) -> int:
+        return self.input_size // self.patch_size
+
+    @property
+    def tokens_per_frame(self) -> int:
+        return self.grid**2
+
+
+def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return x * (1 + scale) + shift
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(dim, hidden, bias=False)
+        self.w3 = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w3(F.silu(self.w1(x)) * self.w2(x))
+
+
+class Attention(nn.Module):
+    """Self-attention over the L axis of x (B, G, L, D), with QK RMSNorm and RoPE."""
+
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.q_norm = nn.RMSNorm(dim // heads, eps=1e-6)
+        self.k_norm = nn.RMSNorm(dim // heads, eps=1e-6)
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], causal: bool) -> torch.Tensor:
+        B, G, L, D = x.shape
+        qkv = self.qkv(x).reshape(B * G, L, 3, self.heads, D // self.heads)  # (BG, L, 3, h, hd)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # (BG, h, L, hd) each
+        q = apply_rope(self.q_norm(q), *rope)
+        k = apply_rope(self.k_norm(k), *rope)
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # (BG, h, L, hd)
+        return self.proj(o.transpose(1, 2).reshape(B, G, L, D))  # (B, G, L, D)
+
+
+class Block(nn.Module):
+    """adaLN-Zero transformer block on x (B, G, L, D); attention runs over L within each group G.
+
+    Conditioning c and action a are (B, g, l, D) with g in {1, G}, l in {1, L}: per frame either way.
+    """
+
+    def __init__(self, dim: int, heads: int, mlp_ratio: float, injection: str):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.attn = Attention(dim, heads)
+        self.norm2 = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.mlp = SwiGLU(dim, int(dim * mlp_ratio))
+        self.ada = nn.Linear(dim, 6 * dim)
+        self.inject = BlockInjection(injection, dim, heads)
+
+    def forward(self, x, c, a, a_tokens, rope, causal: bool) -> torch.Tensor:
+        if a is not None:
+            x = self.inject.pre(x, a)
+        mod = self.ada(F.silu(c))  # (B, g, l, 6D)
+        if a is not None:
+            mod = self.inject.modulation(mod, a)
+        sh1, sc1, g1, sh2, sc2, g2 = mod.chunk(6, dim=-1)  # (B, g, l, D) each
+        x = x + g1 * self.attn(modulate(self.norm1(x), sh1, sc1), rope, causal)  # (B, G, L, D)
+        if a is not None:
+            x = self.inject.after_attention(x, a)
+        x = x + g2 * self.mlp(modulate(self.norm2(x), sh2, sc2))
+        if a is not None:
+            x = self.inject.after_mlp(x, a_tokens, causal)
+        return x
+
+
+class TimestepEmbedder(nn.Module):
+    """Scalar time -> sinusoid (256) -> MLP -> (..., D)."""
+
+    def __init__(self, dim: int, freq_dim: int = 256):
+        super().__init__()
+        self.freq_dim = freq_dim
+        self.fc1 = nn.Linear(freq_dim, dim)
+        self.fc2 = nn.Linear(dim, dim)
+
+    @staticmethod
+    def sinusoid(t: torch.Tensor, dim: int, max_period: float = 10000.0) -> torch.Tensor:
+        half = dim // 2
+        freqs = torch.exp(-math.log(max_period) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
+        ang = t.float()[..., None] * freqs  # (..., half)
+        return torch.cat([ang.cos(), ang.sin()], dim=-1)  # (..., dim)
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        emb = self.sinusoid(t, self.freq_dim).to(self.fc1.weight.dtype)
+        return self.fc2(F.silu(self.fc1(emb)))  # (..., D)
+
+
+class NanoWM(nn.Module):
+    """The denoiser: `forward(x_t (B, F, C, H, W), t (B, F), actions (B, F, A)) -> (B, F, C, H, W)`."""
+
+    def __init__(self, cfg: NanoWMConfig):
+        super().__init__()
+        self.cfg = cfg
+        D, p = cfg.hidden, cfg.patch_size
+        self.patch = nn.Conv2d(cfg.in_channels, D, kernel_size=p, stride=p)
+        self.pos_embed = nn.Parameter(torch.zeros(1, 1, cfg.tokens_per_frame, D))
+        self.t_embed = TimestepEmbedder(D)
+        self.a_embed = ActionEmbedder(cfg.action_dim, D)
+        self.blocks = nn.ModuleList(Block(D, cfg.heads, cfg.mlp_ratio, cfg.injection) for _ in range(cfg.depth))
+        self.final_norm = nn.LayerNorm(D, elementwise_affine=False, eps=1e-6)
+        self.final_ada = nn.Linear(D, 2 * D)
+        self.final = nn.Linear(D, p * p * cfg.in_channels)
+        hd = D // cfg.heads
+        for name, (cos, sin) in (("space", rope_2d(cfg.grid, cfg.grid, hd)), ("time", rope_1d(cfg.max_frames, hd))):
+            self.register_buffer(f"{name}_cos", cos, persistent=False)
+            self.register_buffer(f"{name}_sin", sin, persistent=False)
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        """DiT init: xavier linears, N(0, 0.02) embeddings, and explicit zeros on every residual gate path."""
+        cfg = self.cfg
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.xavier_uniform_(m.weight)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+        nn.init.normal_(self.pos_embed, std=0.02)
+        w = self.patch.weight.data
+        nn.init.xavier_uniform_(w.view(w.shape[0], -1))
+        nn.init.zeros_(self.patch.bias)
+        nn.init.normal_(self.t_embed.fc1.weight, std=0.02)
+        nn.init.normal_(self.t_embed.fc2.weight, std=0.02)
+        self.a_embed.init_weights(zero_output=cfg.injection in ("additive", "adaln_fuse"))
+        for blk in self.blocks:
+            nn.init.zeros_(blk.ada.weight)  # adaLN-Zero: gates start at 0, so each block is the identity
+            nn.init.zeros_(blk.ada.bias)
+            blk.inject.init_weights()
+        for lin in (self.final_ada, self.final):  # output exactly zero at init
+            nn.init.zeros_(lin.weight)
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        B, Fr, C, H, W = x.shape
+        cfg, p, g = self.cfg, self.cfg.patch_size, self.cfg.grid
+        if (C, H, W) != (cfg.in_channels, cfg.input_size, cfg.input_size):
+            raise ValueError(f"NanoWM: frames {(C, H, W)} do not match the config "
+                             f"({cfg.in_channels}, {cfg.input_size}, {cfg.input_size})")
+        if t.shape != (B, Fr) or actions.shape[:2] != (B, Fr) or actions.shape[-1] != cfg.action_dim:
+            raise ValueError(f"NanoWM: t {tuple(t.shape)} must be {(B, Fr)} and actions {tuple(actions.shape)} "
+                             f"must be {(B, Fr, cfg.action_dim)}")
+        if Fr > cfg.max_frames:
+            raise ValueError(f"NanoWM: {Fr} frames exceed max_frames={cfg.max_frames}")
+        dt = self.patch.weight.dtype
+        tok = self.patch(x.reshape(B * Fr, C, H, W).to(dt))  # (BF, D, g, g)
+        h = tok.flatten(2).transpose(1, 2).reshape(B, Fr, g * g, -1) + self.pos_embed  # (B, F, P, D)
+        c = self.t_embed(t)  # (B, F, D)
+        a = self.a_embed(actions.to(dt))  # (B, F, D)
+        if cfg.injection == "adaln_fuse":
+            c, a = c + a, None
+        c_s, c_t = c[:, :, None], c[:, None]  # spatial (B, F, 1, D); temporal (B, 1, F, D)
+        a_s, a_t = (a[:, :, None], a[:, None]) if a is not None else (None, None)
+        space = (self.space_cos, self.space_sin)
+        time = (self.time_cos[:Fr], self.time_sin[:Fr])
+        for i, blk in enumerate(self.blocks):
+            if i % 2 == 0:  # spatial: groups = frames, sequence = patches
+                h = blk(h, c_s, a_s, a_s, space, causal=False)  # (B, F, P, D)
+            else:  # temporal: groups = patches, sequence = frames
+                h = h.transpose(1, 2)  # (B, P, F, D)
+                h = blk(h, c_t, a_t, a_t, time, causal=cfg.causal)
+                h = h.transpose(1, 2)  # (B, F, P, D)
+        shift, scale = self.final_ada(F.silu(c_s)).chunk(2, dim=-1)  # (B, F, 1, D) each
+        out = self.final(modulate(self.final_norm(h), shift, scale))  # (B, F, P, p*p*C)
+        out = out.reshape(B, Fr, g, g, p, p, C).permute(0, 1, 6, 2, 4, 3, 5)  # (B, F, C, g, p, g, p)
+        return out.reshape(B, Fr, C, H, W)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def forward_flops(cfg: NanoWMConfig, frames: int, attention: bool = True) -> float:
+    """Matmul FLOPs of one forward pass on one clip (2 per multiply-add); training step ~ 3x this.
+
+    Counts every linear layer on every token plus the attention scores and weighted sums; norms,
+    activations and the tiny embedders are ignored (< 0.5%).
+    """
+    D, P, Fr = cfg.hidden, cfg.tokens_per_frame, frames
+    N = P * Fr  # tokens in the clip
+    mlp = int(D * cfg.mlp_ratio)
+    per_token = 4 * D * D + 3 * D * mlp  # qkv + proj + SwiGLU
+    extra = {"adaln": 6 * D * D, "film": 2 * D * D, "cross_attention": 2 * D * D}.get(cfg.injection, 0)
+    linear = 2 * N * (per_token + extra) * cfg.depth
+    attn_s = 2 * 2 * Fr * P * P * D * (cfg.depth // 2)  # QK^T and AV over patches, per frame
+    attn_t = 2 * 2 * P * Fr * Fr * D * (cfg.depth // 2)  # over frames, per patch (full; causal masks half)
+    head = 2 * N * (D * cfg.patch_size**2 * cfg.in_channels + cfg.in_channels * cfg.patch_size**2 * D)
+    return float(linear + head + (attn_s + attn_t if attention else 0))

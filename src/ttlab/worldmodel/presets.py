@@ -1,0 +1,75 @@
+"""Named training configs (functions returning a `TrainConfig`): debug, per dataset, and the guide's ablations.
+
+Ablation arms follow the guide's protocol: one shared reference (v target, additive injection, cosine +
+zero-terminal-SNR) and one axis varied per arm; each target runs in its native schedule (eps: linear, no
+ZTSNR; flow: no ZTSNR, no SNR weighting).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ttlab.worldmodel.diffusion import DiffusionConfig
+from ttlab.worldmodel.train import TrainConfig
+
+
+def debug() -> TrainConfig:
+    """Seconds on CPU: toy moving squares, the tiny model, a handful of steps."""
+    return TrainConfig(data="toy", toy_episodes=16, size="tiny", batch_size=8, max_steps=20, warmup_steps=5,
+                       val_every=10, ckpt_every=10, val_samples=8, sample_steps=4, log_every=5, num_workers=0,
+                       device="cpu", progress_bar=False, ema_decay=0.99, cpu_threads=1)
+
+
+def tiny_pusht() -> TrainConfig:
+    """The demo: generated PushT 64x64 pixels, tiny model with 8x8 patches, a few CPU minutes."""
+    return TrainConfig(data="runs/data/pusht64", size="tiny", patch_size=8, hidden=128, heads=4, depth=4,
+                       frame_interval=1, batch_size=16, lr=1e-3, warmup_steps=50, max_steps=2000, max_minutes=2.5,
+                       val_every=250, ckpt_every=250, val_samples=16, sample_steps=10, num_workers=0,
+                       ema_decay=0.99, log_every=20, cpu_threads=1)
+
+
+def pusht_b4() -> TrainConfig:
+    """PushT 64x64 pixels (ttlab wm data pusht), B/2 widths with 4x4 patches (256 tokens/frame), one H100."""
+    return TrainConfig(data="runs/data/pusht64", size="B/2", patch_size=4, frame_interval=1, batch_size=64, lr=2e-4,
+                       warmup_steps=500, max_steps=20_000, max_minutes=28, val_every=2000, ckpt_every=2000,
+                       num_workers=8)
+
+
+def pusht_b2() -> TrainConfig:
+    """DINO-WM PushT through a latent codec (4x32x32 latents from `ttlab wm encode`), NanoWM-B/2."""
+    return TrainConfig(data="runs/data/pusht_latents", format="latents", size="B/2", frame_interval=5,
+                       batch_size=32, max_steps=100_000)
+
+
+def rt1_b2() -> TrainConfig:
+    """RT-1 fractal latents, NanoWM-B/2 (the guide's main RT-1 run)."""
+    return TrainConfig(data="runs/data/rt1_latents", format="latents", size="B/2", batch_size=32, max_steps=300_000)
+
+
+def csgo_l2() -> TrainConfig:
+    """CSGO latents, NanoWM-L/2."""
+    return TrainConfig(data="runs/data/csgo_latents", format="latents", size="L/2", batch_size=8, max_steps=100_000,
+                       n_ctx=4, num_frames=8)
+
+
+def _diffusion_for(target: str) -> DiffusionConfig:
+    if target == "eps":
+        return DiffusionConfig(target="eps", schedule="linear", zero_terminal_snr=False)
+    if target == "flow":
+        return DiffusionConfig(target="flow", zero_terminal_snr=False, snr_gamma=0.0)
+    return DiffusionConfig(target=target)
+
+
+def _ablations(base_fn) -> dict:
+    out = {}
+    for t in ("v", "x", "eps", "flow"):
+        out[f"abl_pred_{t}"] = lambda t=t: replace(base_fn(), diffusion=_diffusion_for(t))
+    for inj in ("additive", "adaln", "adaln_fuse", "film", "cross_attention"):
+        out[f"abl_inj_{inj}"] = lambda inj=inj: replace(base_fn(), injection=inj)
+    for s in ("S/2", "B/2", "L/2"):
+        out[f"abl_scale_{s[0].lower()}2"] = lambda s=s: replace(base_fn(), size=s)
+    return out
+
+
+TRAIN_PRESETS = {"debug": debug, "tiny_pusht": tiny_pusht, "pusht_b4": pusht_b4, "pusht_b2": pusht_b2,
+                 "rt1_b2": rt1_b2, "csgo_l2": csgo_l2, **_ablations(pusht_b4)}

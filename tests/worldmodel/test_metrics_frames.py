@@ -1,0 +1,63 @@
+"""PSNR/SSIM golden numbers, context exclusion, copy-last baseline, learned metrics need local weights."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from ttlab.worldmodel.metrics import (
+    LearnedMetrics,
+    MetricWeights,
+    frame_metrics,
+    frechet_distance,
+    psnr,
+    ssim,
+)
+
+
+def test_psnr_golden():
+    a = torch.zeros(1, 3, 4, 4)
+    b = torch.full((1, 3, 4, 4), 0.1)  # mse 0.01 on a peak-to-peak range of 2
+    assert psnr(a, b).item() == pytest.approx(10 * math.log10(4 / 0.01), abs=1e-4)
+
+
+def test_ssim_identity_and_golden_against_torchmetrics():
+    from torchmetrics.functional.image import structural_similarity_index_measure as tm_ssim
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(2, 3, 32, 32, generator=g) * 2 - 1
+    y = (x + 0.2 * torch.randn(2, 3, 32, 32, generator=g)).clamp(-1, 1)
+    assert torch.allclose(ssim(x, x), torch.ones(2))
+    ref = torch.stack([tm_ssim((y[i:i + 1] + 1) / 2, (x[i:i + 1] + 1) / 2, data_range=1.0,
+                               gaussian_kernel=True, sigma=1.5, kernel_size=11) for i in range(2)])
+    # torchmetrics pads (reflect) before blurring and crops after: border windows differ slightly.
+    assert torch.allclose(ssim(y, x), ref, atol=2e-3)
+    a, b = 0.2, 0.6  # constant frames (in [0, 1] units): SSIM = (2ab + c1) / (a^2 + b^2 + c1) exactly
+    ca, cb = torch.full((1, 1, 16, 16), a * 2 - 1), torch.full((1, 1, 16, 16), b * 2 - 1)
+    assert ssim(ca, cb).item() == pytest.approx((2 * a * b + 1e-4) / (a * a + b * b + 1e-4), rel=2e-4)
+
+
+def test_frame_metrics_exclude_context_and_report_copy_last():
+    gt = torch.zeros(1, 3, 3, 8, 8)
+    gt[:, 1:] = 0.5
+    pred = gt.clone()
+    pred[:, 0] = 1.0  # a wrong context frame must not count
+    m = frame_metrics(pred, gt, n_ctx=1)
+    assert m["psnr"] == pytest.approx(10 * math.log10(4 / 1e-10), abs=1e-3)  # perfect: mse clamped at 1e-10
+    assert m["baseline_copy_last/psnr"] == pytest.approx(10 * math.log10(4 / 0.25), abs=1e-4)
+
+
+def test_learned_metrics_skip_without_weights_and_refuse_missing_files(tmp_path):
+    lm = LearnedMetrics(MetricWeights(), torch.device("cpu"))
+    assert set(lm.skipped) == {"lpips", "fid", "fvd"} and lm.compute() == {}
+    with pytest.raises(FileNotFoundError, match="lpips weights not found"):
+        LearnedMetrics(MetricWeights(lpips=tmp_path / "nope.pt"), torch.device("cpu"))
+
+
+def test_frechet_distance_golden():
+    mu1, mu2 = np.zeros(2), np.array([1.0, 0.0])
+    s1, s2 = np.eye(2), 4 * np.eye(2)
+    assert frechet_distance(mu1, s1, mu2, s2) == pytest.approx(1 + (1 + 4 - 4) * 2)
