@@ -56,9 +56,9 @@ def test_target_conversions_round_trip():
 
 def test_min_snr_weights_golden():
     snr = torch.tensor([0.0, 1.0, 5.0, 20.0])
-    assert torch.allclose(tg.min_snr_weight(snr, 5.0, "v"), torch.tensor([0.0, 0.5, 5 / 6, 5 / 21]))
+    assert torch.allclose(tg.min_snr_weight(snr, 5.0, "v"), torch.tensor([1.0, 1.0, 5 / 6, 5 / 21]))
     assert torch.allclose(tg.min_snr_weight(snr, 5.0, "eps"), torch.tensor([0.0, 1.0, 1.0, 0.25]))
-    assert torch.allclose(tg.min_snr_weight(snr, 5.0, "x"), torch.tensor([0.0, 0.2, 1.0, 1.0]))
+    assert torch.allclose(tg.min_snr_weight(snr, 5.0, "x"), torch.tensor([0.2, 0.4, 1.0, 1.0]))
     assert torch.equal(tg.min_snr_weight(snr, 0.0, "v"), torch.ones(4))
     assert torch.equal(tg.min_snr_weight(snr, 5.0, "flow"), torch.ones(4))
 
@@ -152,3 +152,78 @@ def test_loss_is_finite_and_weighted():
     model = lambda x, t, a: torch.zeros_like(x)
     loss, stats = obj.loss(model, torch.randn(4, 3, 3, 8, 8), torch.zeros(4, 3, 2), torch.Generator().manual_seed(0))
     assert torch.isfinite(loss) and 0 < loss < stats["mse"]
+
+
+@pytest.mark.parametrize("target", ["v", "x"])
+def test_loss_weight_is_not_zero_on_the_levels_zero_terminal_snr_sampling_starts_from(target):
+    """Regression: Min-SNR's min(snr, g) / (snr + 1) gave weight 0 at t = T-1 (snr 0 under zero-terminal
+    SNR) and ~0.02 at the next DDIM level, so the first sampling steps were never trained and a demo
+    model's samples (7.5 dB) came out worse than its one-step x0 predictions (15-22 dB)."""
+    obj = Objective(DiffusionConfig(target=target))
+    n = 10
+    first = obj.step_level(torch.tensor([n, n - 1]), n)  # the first two levels a 10-step DDIM visits
+    w = tg.min_snr_weight(obj.schedule.snr(first), obj.cfg.snr_gamma, target)
+    assert obj.schedule.snr(first)[0] == 0
+    assert (w >= 0.2).all(), w
+
+
+def test_clean_context_frames_are_trained_at_the_level_sampling_gives_context_and_left_out_of_the_loss():
+    """Regression: the sampler feeds context at level -1 (model time 0); per-frame logit-normal levels
+    (almost) never produce it, so clean context was out of distribution for the time embedding."""
+    obj = Objective(DiffusionConfig(clean_context_prob=1.0))
+    g = torch.Generator().manual_seed(0)
+    ctx = obj.clean_prefix(256, 4, "cpu", g)
+    assert ctx[:, 0].all() and not ctx[:, -1].any()
+    assert (ctx.sum(1) >= 1).all() and (ctx.sum(1) <= 3).all() and len(set(ctx.sum(1).tolist())) == 3
+    assert (ctx[:, 1:] <= ctx[:, :-1]).all()  # a prefix
+    ctx_level = obj.fraction_level(0.0, torch.zeros(1, 1))  # what sample_window gives context (history_noise 0)
+    assert int(ctx_level) == int(obj.clean_level(torch.zeros(1, dtype=torch.long)))
+
+    x0 = torch.rand(4, 4, 3, 8, 8, generator=g) * 2 - 1
+    seen = {}
+
+    class Probe(torch.nn.Module):
+        def forward(self, x_t, t, actions):
+            seen["t"], seen["x_t"] = t, x_t
+            return torch.zeros_like(x_t)
+
+    loss_a, _ = obj.loss(Probe(), x0, torch.zeros(4, 4, 2), generator=torch.Generator().manual_seed(1))
+    clean = seen["t"] == 0
+    assert clean[:, 0].all() and torch.equal(seen["x_t"][:, 0], x0[:, 0])  # clean frames go in unnoised
+
+    class WrongOnContext(Probe):  # the same prediction, except garbage on the clean frames
+        def forward(self, x_t, t, actions):
+            out = super().forward(x_t, t, actions)
+            return torch.where((t == 0)[..., None, None, None], torch.full_like(out, 100.0), out)
+
+    loss_b, _ = obj.loss(WrongOnContext(), x0, torch.zeros(4, 4, 2), generator=torch.Generator().manual_seed(1))
+    assert torch.allclose(loss_a, loss_b)
+
+
+def test_clean_context_prob_zero_keeps_the_plain_diffusion_forcing_loss():
+    obj = Objective(DiffusionConfig())
+    x0 = torch.rand(2, 4, 3, 8, 8)
+    a, _ = obj.loss(lambda x, t, act: torch.zeros_like(x), x0, torch.zeros(2, 4, 2),
+                    generator=torch.Generator().manual_seed(0))
+    g = torch.Generator().manual_seed(0)
+    level = obj.sample_training_levels(2, 4, "cpu", g)
+    eps = torch.randn(x0.shape, generator=g)
+    mse = obj.target(x0, eps, level).pow(2).mean(dim=(2, 3, 4))
+    w = tg.min_snr_weight(obj.schedule.snr(level), obj.cfg.snr_gamma, "v")
+    assert torch.allclose(a, (w * mse).mean())
+
+
+def test_demo_preset_trains_the_levels_its_sampler_visits_first_and_clean_context():
+    """Regression: the demo's logit-normal(0, 1) levels drew t >= 900 for ~0.2% of frames and t >= 990
+    almost never, yet a 10-step trailing DDIM starts at t = 999 and then 899: the untrained first step's
+    error carried through the chain (sampled 7.5 dB vs 15-22 dB one-step x0)."""
+    from ttlab.worldmodel.presets import tiny_pusht
+
+    cfg = tiny_pusht()
+    obj = Objective(cfg.diffusion)
+    g = torch.Generator().manual_seed(0)
+    level = obj.sample_training_levels(4096, 4, "cpu", g)  # (B, F)
+    start = obj.step_level(torch.tensor([cfg.sample_steps, cfg.sample_steps - 1]), cfg.sample_steps)
+    assert (level >= start[1]).float().mean() > 0.05  # the first sampling interval is trained
+    assert (level >= start[0] - 10).float().mean() > 0.005  # and the pure-noise end of it
+    assert obj.clean_prefix(4096, 4, "cpu", g).any(1).float().mean() > 0.3

@@ -39,9 +39,15 @@ class DiffusionConfig:
     """Std of the logit-normal level distribution."""
     per_frame: bool = True
     """Independent level per frame (diffusion forcing); False = one level per clip."""
+    clean_context_prob: float = 0.0
+    """Probability that a training clip starts with clean frames (a uniform count in 1..F-1, level -1, left
+    out of the loss): the state of context frames at sampling time, which per-frame logit-normal levels
+    almost never produce (P(t < 50) is about 0.2%)."""
 
     def __post_init__(self) -> None:
         tg.check_target(self.target)
+        if not 0.0 <= self.clean_context_prob <= 1.0:
+            raise ValueError(f"diffusion: clean_context_prob={self.clean_context_prob} must be in [0, 1]")
         if self.target == "eps" and self.zero_terminal_snr:
             raise ValueError("diffusion: target=eps with zero_terminal_snr=True is degenerate at t=T-1 "
                              "(x0 = (x_t - eps)/0); use --diffusion.zero-terminal-snr False for eps")
@@ -114,14 +120,29 @@ class Objective:
                           c.per_frame)  # (B, F) in (0, 1)
         return u if self.flow else levels_to_timesteps(u, self.T)
 
+    def clean_level(self, like: torch.Tensor) -> torch.Tensor:
+        """The level of a clean (context) frame, shaped and typed like `like`: -1 (DDPM) or 0.0 (flow)."""
+        return torch.full_like(like, 0.0 if self.flow else -1)
+
+    def clean_prefix(self, batch: int, frames: int, device, generator=None) -> torch.Tensor:
+        """(B, F) bool: True on the leading clean frames of the clips drawn to have them."""
+        p = self.cfg.clean_context_prob
+        if p <= 0 or frames < 2:
+            return torch.zeros(batch, frames, dtype=torch.bool, device=device)
+        draw = torch.rand(batch, generator=generator, device=device) < p  # (B,)
+        n = torch.randint(1, frames, (batch,), generator=generator, device=device)  # (B,) in 1..F-1
+        return draw[:, None] & (torch.arange(frames, device=device)[None] < n[:, None])
+
     def loss(self, model, x0: torch.Tensor, actions: torch.Tensor, generator=None) -> tuple[torch.Tensor, dict]:
-        """Weighted per-frame MSE of the target; returns (scalar loss, detached per-frame stats)."""
+        """Weighted per-frame MSE of the target over the noised frames; returns (scalar loss, detached stats)."""
         B, Fr = x0.shape[:2]
         level = self.sample_training_levels(B, Fr, x0.device, generator)  # (B, F)
+        ctx = self.clean_prefix(B, Fr, x0.device, generator)  # (B, F) clean context frames, no loss
+        level = torch.where(ctx, self.clean_level(level), level)
         eps = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
         x_t = self.noised(x0, eps, level)  # (B, F, C, H, W)
         pred = model(x_t, self.model_time(level), actions)
         mse = (pred.float() - self.target(x0, eps, level).float()).pow(2).mean(dim=(2, 3, 4))  # (B, F)
         snr = torch.zeros_like(mse) if self.flow else self.schedule.snr(level)
-        w = tg.min_snr_weight(snr, self.cfg.snr_gamma, self.cfg.target)  # (B, F)
-        return (w * mse).mean(), {"mse": mse.mean().detach()}
+        w = tg.min_snr_weight(snr, self.cfg.snr_gamma, self.cfg.target) * (~ctx)  # (B, F)
+        return (w * mse).sum() / (~ctx).sum().clamp(min=1), {"mse": mse[~ctx].mean().detach()}

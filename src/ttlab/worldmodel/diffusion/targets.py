@@ -6,7 +6,8 @@ Flow (rectified):  x_s = (1 - s) x0 + s eps,  s in [0, 1];  target u = eps - x0 
 
 Every conversion is a pure function of tensors broadcastable against each other; the tests round-trip
 them (v <-> eps <-> x). Min-SNR-gamma (Hang et al. 2023) weights the per-frame MSE so that the effective
-loss is min(SNR, gamma) * ||x0 - x0_hat||^2 whatever the target.
+loss is min(SNR, gamma) * ||x0 - x0_hat||^2 (eps) or min(SNR + 1, gamma) * ||x0 - x0_hat||^2 (v, x: never
+zero at the zero-terminal-SNR level sampling starts from).
 """
 
 from __future__ import annotations
@@ -64,16 +65,20 @@ def flow_x0_eps(u: torch.Tensor, x_s: torch.Tensor, s: torch.Tensor) -> tuple[to
 def min_snr_weight(snr: torch.Tensor, gamma: float, target: str) -> torch.Tensor:
     """Per-sample loss weight; gamma <= 0 disables weighting (all ones).
 
-    eps: min(snr, g) / snr;  v: min(snr, g) / (snr + 1);  x: min(snr, g) / g (the paper's min(snr, g),
-    divided by g so the weights stay in (0, 1] like the other two). Flow is not SNR-weighted (ones).
+    eps: min(snr, g) / snr, i.e. min(snr, g) on the x0 error (the paper). v and x: min(snr + 1, g) on the x0
+    error -- the plain v loss's x0 weight snr + 1, capped at g -- written as min(snr + 1, g) / (snr + 1)
+    for v and min(snr + 1, g) / g for x (in (0, 1] like eps). The paper's v weight min(snr, g) / (snr + 1)
+    is 0 at snr = 0: under zero-terminal SNR that is exactly the level every sampler starts from (and
+    about 0.02 one DDIM step later), so the model never learns its first steps; capping snr + 1 keeps
+    weight 1 there, as plain v-MSE (Lin et al. 2023) has. Flow is not SNR-weighted (ones).
     """
     if gamma <= 0 or target == "flow":
         return torch.ones_like(snr)
-    clipped = snr.clamp(max=gamma)
     if target == "eps":
-        return torch.where(snr > 0, clipped / snr.clamp(min=1e-20), torch.zeros_like(snr))
+        return torch.where(snr > 0, snr.clamp(max=gamma) / snr.clamp(min=1e-20), torch.zeros_like(snr))
+    capped = (snr + 1).clamp(max=max(gamma, 1.0))
     if target == "v":
-        return clipped / (snr + 1)
+        return capped / (snr + 1)
     if target == "x":
-        return clipped / gamma
+        return capped / max(gamma, 1.0)
     raise ValueError(f"min_snr_weight: unknown target {target!r}")
