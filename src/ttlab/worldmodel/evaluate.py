@@ -1,7 +1,8 @@
 """`ttlab wm eval` (metrics JSON + GT-vs-prediction mp4) and `ttlab wm rollout` (long horizon, sliding window).
 
-Metrics are computed on predicted frames only (context excluded), always beside the copy-last-frame
-baseline, on a fixed seeded subset of the validation split. Learned metrics (LPIPS/FID/FVD) run only
+Metrics are computed on predicted frames only (context excluded), always beside the copy-last-frame,
+mid-gray and mean-training-frame baselines on the same frames, on a fixed seeded subset of the
+validation split. Learned metrics (LPIPS/FID/FVD) run only
 with local TorchScript weights given by path; otherwise the JSON says which were skipped and why.
 """
 
@@ -106,6 +107,18 @@ def _decode(codec, z: torch.Tensor) -> torch.Tensor:
     return x.reshape(B, Fr, *x.shape[1:])
 
 
+def mean_train_frame(train_ds, seed: int = 0, windows: int = 256) -> torch.Tensor:
+    """Mean frame (C, H, W) over every frame of a fixed seeded subset of training windows (model space)."""
+    from ttlab.worldmodel.train import fixed_subset
+
+    sub = fixed_subset(train_ds, windows, seed + 1)
+    total = None
+    for i in range(len(sub)):
+        f = sub[i]["frames"].float().sum(0)  # (C, H, W)
+        total = f if total is None else total + f
+    return total / (len(sub) * train_ds.num_frames)
+
+
 def evaluate(cfg: EvalConfig) -> dict:
     from ttlab.common.config import from_dict
     from ttlab.common.device import resolve_device
@@ -123,6 +136,8 @@ def evaluate(cfg: EvalConfig) -> dict:
     sub = fixed_subset(ds, cfg.num_samples, cfg.seed)
     dl = torch.utils.data.DataLoader(sub, batch_size=cfg.batch_size, shuffle=False)
     learned = LearnedMetrics(cfg.metrics, dev)
+    # latents: the decoded mean latent, which approximates the mean frame
+    mean_frame = _decode(codec, mean_train_frame(train_ds, cfg.seed)[None, None].to(dev))[0, 0]  # (C, H, W)
     g = torch.Generator(device=dev).manual_seed(cfg.seed)
     sums: dict[str, float] = {}
     n = 0
@@ -132,7 +147,7 @@ def evaluate(cfg: EvalConfig) -> dict:
         pred = sample_window(wm.model, wm.obj, x[:, :cfg.n_ctx], a, x.shape[1] - cfg.n_ctx, cfg.steps, cfg.mode,
                              cfg.history_noise, clip=1.0 if codec is None else None, generator=g)
         pp, gp = _decode(codec, pred), _decode(codec, x)
-        m = frame_metrics(pp, gp, cfg.n_ctx)
+        m = frame_metrics(pp, gp, cfg.n_ctx, mean_frame)
         b = x.shape[0]
         for k, v in m.items():
             sums[k] = sums.get(k, 0.0) + v * b

@@ -1,4 +1,5 @@
-"""Frame-quality metrics on predicted frames only (context frames excluded), plus a copy-last baseline.
+"""Frame-quality metrics on predicted frames only (context frames excluded), plus copy-last, gray and
+mean-frame baselines on the same frames.
 
 Frames are float tensors (..., C, H, W) in [-1, 1]. PSNR and SSIM are always available (pure torch;
 SSIM is Wang et al. 2004 with an 11x11 Gaussian window, sigma 1.5, K1 = 0.01, K2 = 0.03, on the
@@ -48,15 +49,22 @@ def ssim(pred: torch.Tensor, target: torch.Tensor, window: int = 11, sigma: floa
     return s.mean(dim=(1, 2, 3)).reshape(lead)
 
 
-def frame_metrics(pred: torch.Tensor, target: torch.Tensor, n_ctx: int) -> dict[str, float]:
-    """PSNR/SSIM of predicted frames (index >= n_ctx) of (B, F, C, H, W) clips, and of copy-last-context.
+def frame_metrics(pred: torch.Tensor, target: torch.Tensor, n_ctx: int,
+                  mean_frame: torch.Tensor | None = None) -> dict[str, float]:
+    """PSNR/SSIM of predicted frames (index >= n_ctx) of (B, F, C, H, W) clips, and of the baselines on the
+    same frames: copy-last-context, a mid-gray frame (0), and `mean_frame` (C, H, W) when given (the mean
+    training frame: what a model that ignores context and actions converges to under MSE).
 
     Host sync: returns python floats (called once per evaluation batch, not inside a step).
     """
     p, t = pred[:, n_ctx:], target[:, n_ctx:]
     base = target[:, n_ctx - 1:n_ctx].expand_as(t)  # copy the last context frame forward
     out = {"psnr": psnr(p, t).mean(), "ssim": ssim(p, t).mean(),
-           "baseline_copy_last/psnr": psnr(base, t).mean(), "baseline_copy_last/ssim": ssim(base, t).mean()}
+           "baseline_copy_last/psnr": psnr(base, t).mean(), "baseline_copy_last/ssim": ssim(base, t).mean(),
+           "baseline_gray/psnr": psnr(torch.zeros_like(t), t).mean()}
+    if mean_frame is not None:
+        mf = mean_frame.to(t).expand_as(t)
+        out.update({"baseline_mean_frame/psnr": psnr(mf, t).mean(), "baseline_mean_frame/ssim": ssim(mf, t).mean()})
     return {k: float(v) for k, v in out.items()}
 
 

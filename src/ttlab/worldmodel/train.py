@@ -46,6 +46,9 @@ class TrainConfig:
     """Fraction of episodes held out for validation (split by episode)."""
     toy_episodes: int = 64
     """Episodes of the toy dataset (data=toy)."""
+    episode_cache: int = 8
+    """Decoded episodes each video reader (dino_wm, lerobot) keeps in memory (LRU); more than the dataset
+    holds means every video is decoded once."""
     size: str = "S/2"
     """Model size: S/2 | B/2 | L/2 | tiny."""
     injection: str = "additive"
@@ -139,9 +142,11 @@ def open_episodes(cfg: TrainConfig):
         from ttlab.worldmodel.toy import moving_square_source
 
         return moving_square_source(cfg.toy_episodes, seed=cfg.seed)
-    from ttlab.worldmodel.data.sources import open_source
+    from ttlab.worldmodel.data.sources import detect_format, open_source
 
-    return open_source(cfg.data, cfg.format)
+    kind = detect_format(cfg.data) if cfg.format == "auto" else cfg.format
+    kw = {"cache": cfg.episode_cache} if kind in ("dino_wm", "lerobot") else {}
+    return open_source(cfg.data, kind, **kw)
 
 
 def build_datasets(cfg: TrainConfig, stats_path: Path | None, codec=None):
