@@ -32,7 +32,7 @@ def one(core: str, device: torch.device, envs: int, agents: int, T: int, updates
     cfg = TrainConfig(env=env_cfg, policy=PolicyConfig(core=core), ppo=PPOConfig(), rollout_steps=T)
     env = make_env(env_cfg, f"procedural:n=32,agents={agents}", device, 0)
     policy = build_policy(cfg.policy, env.layout, env.num_actions, is_continuous(env), horizon=env_horizon(env)).to(device)
-    opt = torch.optim.Adam(policy.parameters(), lr=3e-4, eps=1e-5)
+    opt = torch.optim.Adam(policy.parameters(), lr=3e-4, eps=1e-5, foreach=True)
     ro = Rollout(env, policy, T, 0.99, 0.95)
 
     def update():
@@ -52,7 +52,8 @@ def one(core: str, device: torch.device, envs: int, agents: int, T: int, updates
     dt = time.perf_counter() - t0
     steps = updates * ro.N * T
     return {"core": core, "device": device.type, "envs": envs, "agents": env.num_agents, "rollout_steps": T,
-            "horizon": env_horizon(env) if trial else 0, "agent_steps_per_s": steps / dt}
+            "horizon": env_horizon(env) if trial else 0, "threads": torch.get_num_threads(),
+            "agent_steps_per_s": steps / dt}
 
 
 def main() -> None:

@@ -161,3 +161,49 @@ def test_parity_on_cuda():
         lg_seq, _, _ = policy(obs, terms, removed)
         lg_step, _, _ = _step_through(policy, obs, terms, removed)
     assert (lg_seq - lg_step).abs().max() < 1e-4
+
+
+def _loss_mask(T: int, removed: torch.Tensor) -> torch.Tensor:
+    """Loss steps: the last 5 columns (as after a context prefix), minus limbo; row 0 has none at all."""
+    mask = torch.zeros(4, T, dtype=torch.bool)
+    mask[:, T - 5:] = True
+    mask[0] = False
+    return mask & ~removed
+
+
+def test_skipping_tokens_no_loss_reads_changes_no_loss_output_or_gradient():
+    from ttlab.drive.ppo import loss_context
+
+    policy = _policy(horizon=6)
+    T, terms, removed = _rows()
+    obs = _obs(4, T)
+    mask = _loss_mask(T, removed)
+    needed = loss_context(mask, terms, removed, memoryless=False)
+    assert needed.sum() < needed.numel() and (needed | ~mask).all()
+
+    def run(**kw):
+        policy.zero_grad()
+        lg, v, _ = policy(obs, terms, removed, pos0=torch.tensor([2, 0, 1, 3]), **kw)
+        (torch.where(mask.unsqueeze(-1), lg, 0.0).square().sum() + torch.where(mask, v, 0.0).sum()).backward()
+        return lg[mask], v[mask], [p.grad.clone() for p in policy.parameters()]
+
+    lg_a, v_a, g_a = run()
+    lg_b, v_b, g_b = run(needed=needed)
+    assert torch.allclose(lg_a, lg_b, atol=1e-5, rtol=0) and torch.allclose(v_a, v_b, atol=1e-5, rtol=0)
+    for a, b in zip(g_a, g_b, strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4), (a - b).abs().max()
+
+
+def test_prefill_from_only_the_current_episode_gives_the_same_cache():
+    policy = _policy(horizon=8)
+    T, terms, removed = _rows()
+    obs = _obs(4, T)
+    ep = terms.long().cumsum(dim=1)
+    needed = ~removed & (ep == ep[:, -1:])  # what the rollout passes when it rebuilds the cache
+    with torch.no_grad():
+        _, _, full = policy(obs, terms, removed, return_state=True)
+        _, _, part = policy(obs, terms, removed, return_state=True, needed=needed)
+    assert torch.equal(full.valid, part.valid) and torch.equal(full.pos, part.pos)
+    v = full.valid[None, :, None, :, None]  # (1, N, 1, S, 1)
+    assert torch.allclose(full.k * v, part.k * v, atol=1e-5, rtol=0)
+    assert torch.allclose(full.v * v, part.v * v, atol=1e-5, rtol=0)

@@ -9,7 +9,7 @@ import torch
 
 from ttlab.drive.policy import MLPPolicy, ObsLayout
 from ttlab.drive.policy.dist import entropy, log_prob
-from ttlab.drive.ppo import explained_variance, masked_mean, normalize_advantages, ppo_losses
+from ttlab.drive.ppo import explained_variance, loss_context, masked_mean, normalize_advantages, ppo_losses
 
 
 def _golden_inputs():
@@ -85,3 +85,43 @@ def test_continuous_distribution_logprob_matches_torch_normal():
     ref = torch.distributions.Normal(logits[:, :2], logits[:, 2:].exp())
     assert log_prob(logits, a, True).item() == pytest.approx(ref.log_prob(a).sum().item(), abs=1e-6)
     assert entropy(logits, True).item() == pytest.approx(ref.entropy().sum().item(), abs=1e-6)
+
+
+def test_loss_context_is_the_loss_steps_plus_what_they_can_read():
+    #            t: 0  1  2  3  4  5  6
+    terms = torch.tensor([[1, 0, 0, 1, 0, 0, 1]]).bool()
+    removed = torch.tensor([[0, 0, 0, 0, 1, 0, 0]]).bool()
+    mask = torch.tensor([[0, 0, 0, 0, 0, 1, 0]]).bool()
+    assert torch.equal(loss_context(mask, terms, removed, memoryless=True), mask)
+    # the episode of step 5 is steps 3-5: step 4 is in limbo (never read), the others belong to other episodes
+    assert loss_context(mask, terms, removed, memoryless=False).long().tolist() == [[0, 0, 0, 1, 0, 1, 0]]
+
+
+def test_skipping_unneeded_tokens_leaves_lstm_losses_and_gradients_unchanged():
+    from ttlab.drive.policy import LSTMPolicy
+
+    torch.manual_seed(0)
+    layout = ObsLayout(ego_dim=3, partner_slots=2, partner_dim=2, road_slots=2, road_dim=3, road_type_col=2,
+                       num_road_types=3)
+    pol = LSTMPolicy(layout, num_actions=4, embed=8, hidden=16)
+    obs = torch.randn(3, 8, layout.obs_dim)
+    terms = torch.zeros(3, 8, dtype=torch.bool)
+    terms[:, 0] = True
+    terms[1, 4] = True
+    removed = torch.zeros(3, 8, dtype=torch.bool)
+    removed[2, 2:4] = True
+    mask = torch.zeros(3, 8, dtype=torch.bool)
+    mask[:, 5:] = True
+    state0 = tuple(torch.randn(3, 16) for _ in range(2))
+
+    def run(needed=None):
+        pol.zero_grad()
+        lg, v, _ = pol(obs, terms, removed, state=state0, needed=needed)
+        (torch.where(mask.unsqueeze(-1), lg, 0.0).square().sum() + torch.where(mask, v, 0.0).sum()).backward()
+        return lg[mask], [p.grad.clone() for p in pol.parameters()]
+
+    lg_a, g_a = run()
+    lg_b, g_b = run(loss_context(mask, terms, removed, memoryless=False))
+    assert torch.allclose(lg_a, lg_b, atol=1e-6)
+    for a, b in zip(g_a, g_b, strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)

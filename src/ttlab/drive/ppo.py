@@ -89,6 +89,24 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
     return torch.where(var_r > 0, 1.0 - var_d / var_r.clamp_min(1e-12), torch.full_like(var_r, float("nan")))
 
 
+def loss_context(mask: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, memoryless: bool) -> torch.Tensor:
+    """(B, T) bool: the tokens that can reach a loss step, i.e. the ones training must compute.
+
+    mask (B, T): loss steps; terminals, removed (B, T) over the same columns. A memoryless policy reads only
+    the loss steps themselves. A memory policy also reads every step that is not removed in an episode
+    holding a loss step: neither attention nor the LSTM crosses an episode start or reads a removed step
+    (but its own), so the other tokens (earlier episodes in the context prefix, limbo, co-player rows)
+    cannot change any loss, value or gradient.
+    """
+    mask = mask.bool()
+    if memoryless:
+        return mask
+    B, T = mask.shape
+    ep = terminals.long().cumsum(dim=1)  # (B, T) episode index within the row
+    loss_steps = torch.zeros(B, T + 1, device=mask.device).scatter_add_(1, ep, mask.float())  # (B, T+1) per episode
+    return mask | (~removed.bool() & (loss_steps.gather(1, ep) > 0))
+
+
 @dataclass
 class PPOConfig:
     """PPO hyper-parameters."""
@@ -141,6 +159,10 @@ def ppo_update(
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if autocast_bf16 and device.type == "cuda" else contextlib.nullcontext()
     vf_clip = cfg.vf_clip_coef if cfg.vf_clip_coef and cfg.vf_clip_coef > 0 else None
     stop_early = False
+    needed = None  # on CPU, skip the tokens no loss can read (a data-dependent shape: a host sync, free there)
+    if device.type == "cpu":
+        loss_cols = torch.cat([batch.mask.new_zeros(n_rows, C), batch.mask], dim=1)  # (N, C+T)
+        needed = loss_context(loss_cols, batch.terminals, batch.removed, policy.memoryless)
     for _epoch in range(cfg.update_epochs):
         perm = torch.randperm(n_rows, generator=generator).to(device)
         for start in range(0, n_rows, mb_rows):
@@ -148,7 +170,8 @@ def ppo_update(
             state0 = None if batch.state0 is None else tuple(s[idx] for s in batch.state0)
             with amp:
                 logits, value, _ = forward(batch.obs[idx], batch.terminals[idx], batch.removed[idx],
-                                           state=state0, pos0=batch.pos0[idx])
+                                           state=state0, pos0=batch.pos0[idx],
+                                           needed=None if needed is None else needed[idx])
             logits = logits[:, C:].float()  # (mb, T, P)
             value = value[:, C:].float()  # (mb, T)
             mask = batch.mask[idx]  # (mb, T)

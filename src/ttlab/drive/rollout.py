@@ -19,6 +19,9 @@ How training sees exactly the context the rollout saw (an episode may cross a ro
 - LSTM: the recurrent state at the start of the row is stored per row and training starts from it;
 - MLP: nothing to carry.
 
+On CPU the prefill and the PPO update pass `needed` to `policy.forward`, so tokens that no loss (or no
+cache slot) can read, such as earlier episodes in the prefix and limbo steps, are not computed.
+
 Co-players (population play) are agents the env controls by policy but the learner does not: frozen
 policies loaded from checkpoints, each stepped in one batched forward over all agents; their steps are
 masked out of the learner's loss (`mask` = learner-controlled and not removed).
@@ -143,8 +146,13 @@ class Rollout:
                 buf[:, :C] = buf[:, T:T + C].clone()
         self._collected = True
         if C > 0:  # rebuild the KV cache from the prefix with the current weights
-            _, _, state = policy.forward(self.obs[:, :C], self.terminals[:, :C], self.removed[:, :C],
-                                         pos0=self.pos[:, 0], return_state=True)
+            terms, rem = self.terminals[:, :C], self.removed[:, :C]
+            needed = None
+            if self.device.type == "cpu":  # the cache keeps the last episode's unremoved tokens: compute only those
+                ep = terms.long().cumsum(dim=1)  # (N, C)
+                needed = ~rem & (ep == ep[:, -1:])
+            _, _, state = policy.forward(self.obs[:, :C], terms, rem, pos0=self.pos[:, 0], return_state=True,
+                                         needed=needed)
             state0 = None
         else:
             state = self.state

@@ -135,7 +135,7 @@ def train(cfg: TrainConfig, env=None) -> dict[str, float]:
     env = env if env is not None else make_env(cfg.env, cfg.scenarios, device, cfg.seed)
     horizon = env_horizon(env)
     policy = build_policy(cfg.policy, env.layout, env.num_actions, is_continuous(env), horizon=horizon).to(device)
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.ppo.lr, eps=1e-5)
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.ppo.lr, eps=1e-5, foreach=True)
     run = make_run_dir("drive", cfg, cfg.run_name, cfg.root, cfg.resume)
     update, agent_steps = 0, 0
     if cfg.resume and run.latest is not None:

@@ -3,10 +3,13 @@
 Every policy has two entry points:
 
 - `forward_eval(obs (N, D), state, terminals (N,), removed (N,)) -> (logits, value, state)` to step;
-- `forward(obs (B, T, D), terminals (B, T), removed (B, T), state=None, pos0=None) -> (logits, values, state)`
-  to train, where `terminals[:, t]` means obs[:, t] starts a new episode.
+- `forward(obs (B, T, D), terminals (B, T), removed (B, T), state=None, pos0=None, needed=None) -> (logits, values, state)`
+  to train, where `terminals[:, t]` means obs[:, t] starts a new episode and `needed` (B, T) bool, when
+  given, names the tokens whose outputs the caller uses (closed under what they read; see
+  `ppo.loss_context`): the policy may skip the others, whose outputs are then unspecified.
 
-plus `initial_state(n, device)` and `context_len` (buffer prefix the rollout carries into each row).
+plus `initial_state(n, device)`, `context_len` (buffer prefix the rollout carries into each row) and
+`memoryless` (True when a step's output depends on its own observation only).
 """
 
 from __future__ import annotations

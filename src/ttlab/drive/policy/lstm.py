@@ -18,6 +18,7 @@ from ttlab.drive.policy.encoders import ObsEncoder, ObsLayout
 
 class LSTMPolicy(nn.Module):
     context_len = 0
+    memoryless = False
 
     def __init__(self, layout: ObsLayout, num_actions: int, continuous: bool = False, embed: int = 64,
                  hidden: int = 128):
@@ -48,9 +49,10 @@ class LSTMPolicy(nn.Module):
         out, h, c = self._step(self.encoder(obs), h, c, terminals, removed)  # (N, H)
         return self.actor(out), self.critic(out).squeeze(-1), (h, c)
 
-    def forward(self, obs: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, state=None, pos0=None):
+    def forward(self, obs: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, state=None, pos0=None,
+                needed: torch.Tensor | None = None):
         B, T = obs.shape[:2]
-        x = self.encoder(obs)  # (B, T, H)
+        x = self.encoder(obs, needed)  # (B, T, H)
         h, c = state if state is not None else self.initial_state(B, obs.device)
         outs = []
         for t in range(T):

@@ -13,6 +13,7 @@ class MLPPolicy(nn.Module):
     """`forward_eval(obs (N, D), state)` and `forward(obs (B, T, D), ...)`; the state is always None."""
 
     context_len = 0
+    memoryless = True
 
     def __init__(self, layout: ObsLayout, num_actions: int, continuous: bool = False, embed: int = 64,
                  hidden: int = 128):
@@ -28,8 +29,8 @@ class MLPPolicy(nn.Module):
     def initial_state(self, n: int, device: torch.device | str = "cpu") -> None:
         return None
 
-    def _heads(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.core(self.encoder(obs))  # (..., hidden)
+    def _heads(self, obs: torch.Tensor, needed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.core(self.encoder(obs, needed))  # (..., hidden)
         return self.actor(h), self.critic(h).squeeze(-1)
 
     def forward_eval(self, obs: torch.Tensor, state=None, terminals: torch.Tensor | None = None,
@@ -37,6 +38,7 @@ class MLPPolicy(nn.Module):
         logits, value = self._heads(obs)  # (N, P), (N,)
         return logits, value, None
 
-    def forward(self, obs: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, state=None, pos0=None):
-        logits, values = self._heads(obs)  # (B, T, P), (B, T)
+    def forward(self, obs: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, state=None, pos0=None,
+                needed: torch.Tensor | None = None):
+        logits, values = self._heads(obs, needed)  # (B, T, P), (B, T)
         return logits, values, None

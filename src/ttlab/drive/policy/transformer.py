@@ -20,6 +20,11 @@ previous rollout (context only, no loss) followed by the T new steps. At the sta
 cache is rebuilt from that prefix with the current weights (`forward(..., return_state=True)` builds
 the ring from the prefix's keys and values), so an episode that crosses a row boundary is seen by the
 rollout and by training through the same tokens and the same weights.
+
+Skipping what no loss reads (CPU): training and the prefill pass `needed`, the tokens whose outputs are
+used plus everything they attend to (`ppo.loss_context`); `forward` packs those to the front of each row
+and runs on them only. Earlier episodes in the prefix and limbo steps are never attended, so this changes
+no used output or gradient (tested); it only stops paying for them.
 """
 
 from __future__ import annotations
@@ -83,6 +88,8 @@ class Block(nn.Module):
 
 
 class TransformerPolicy(nn.Module):
+    memoryless = False
+
     def __init__(self, layout: ObsLayout, num_actions: int, continuous: bool = False, embed: int = 64,
                  d_model: int = 128, n_layers: int = 2, n_heads: int = 4, horizon: int = 182):
         super().__init__()
@@ -159,24 +166,43 @@ class TransformerPolicy(nn.Module):
         return (causal & same & source).unsqueeze(1)
 
     def forward(self, obs: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, state=None,
-                pos0: torch.Tensor | None = None, return_state: bool = False):
+                pos0: torch.Tensor | None = None, return_state: bool = False, needed: torch.Tensor | None = None):
         """obs (B, T, D), terminals/removed (B, T) -> logits (B, T, P), values (B, T), cache or None.
 
         `terminals[:, t]` means obs[:, t] starts a new episode. With `return_state`, also builds the
         KV cache a stepping agent would hold after the last token (used to prefill each rollout).
+        `needed` (B, T) bool: the tokens whose outputs (or cached keys/values) the caller uses, closed
+        under attention (every token a needed one may read is needed; see `ppo.loss_context`). Only those
+        are computed, packed in order to the front of each row (a data-dependent width, so a host sync:
+        callers pass it on CPU only); the outputs at the other tokens are unspecified.
         """
         B, T = obs.shape[:2]
         pos = self.positions(terminals, pos0)  # (B, T)
         mask = self.attention_mask(terminals, removed)  # (B, 1, T, T)
-        x = self.encoder(obs) + sinusoid(pos, self.d).to(obs.dtype)  # (B, T, d)
+        cols, W, pos_in = None, T, pos
+        if needed is not None:
+            W = max(1, int(needed.sum(dim=1).amax()))
+            cols = torch.argsort((~needed).to(torch.uint8), dim=1, stable=True)[:, :W]  # (B, W) needed first
+            obs = obs.gather(1, cols.unsqueeze(-1).expand(B, W, obs.shape[-1]))  # (B, W, D)
+            needed = needed.gather(1, cols)  # (B, W)
+            pos_in = pos.gather(1, cols)  # (B, W)
+            mask = mask.gather(2, cols[:, None, :, None].expand(B, 1, W, T))  # (B, 1, W, T)
+            mask = mask.gather(3, cols[:, None, None, :].expand(B, 1, W, W))  # (B, 1, W, W)
+        x = self.encoder(obs, needed) + sinusoid(pos_in, self.d).to(obs.dtype)  # (B, W, d)
         ks, vs = [], []
         for blk in self.blocks:
-            q, k, v = (z.transpose(1, 2) for z in blk.qkv_heads(x))  # (B, H, T, dh)
-            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, T, dh)
-            x = blk.finish(x, a.transpose(1, 2).reshape(B, T, self.d))
+            q, k, v = (z.transpose(1, 2) for z in blk.qkv_heads(x))  # (B, H, W, dh)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, W, dh)
+            x = blk.finish(x, a.transpose(1, 2).reshape(B, W, self.d))
             if return_state:
                 ks.append(k)
                 vs.append(v)
+        if cols is not None:  # back to the row's columns
+            x = x.new_zeros(B, T, self.d).scatter(1, cols.unsqueeze(-1).expand(B, W, self.d), x)  # (B, T, d)
+            dh = self.d // self.n_heads
+            idx = cols[:, None, :, None].expand(B, self.n_heads, W, dh)
+            ks = [k.new_zeros(B, self.n_heads, T, dh).scatter(2, idx, k) for k in ks]  # (B, H, T, dh)
+            vs = [v.new_zeros(B, self.n_heads, T, dh).scatter(2, idx, v) for v in vs]
         logits, values = self._heads(x)
         cache = self._ring_from_sequence(ks, vs, pos, terminals, removed) if return_state else None
         return logits, values, cache
