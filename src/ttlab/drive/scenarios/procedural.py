@@ -108,6 +108,10 @@ def generate(family: str | None = None, seed: int = 0, num_agents: int = 12, *, 
     else:
         s_goal = np.minimum(s0 + rng.uniform(30.0, 70.0, n), plen - 3.0)
     goal = np.stack([interp_at(p.points, sg) for p, sg in zip(paths, s_goal, strict=True)])
+    # as in logged data (WOMD's goalPosition), a goal the log does not reach within its steps moves back
+    # to where the log ends, so every goal is reachable in one episode at the logged driver's pace
+    short = np.linalg.norm(pos - goal[:, None, :], axis=-1).min(1) > 2.0  # (n,)
+    goal[short] = pos[short, -1]
     # route: from the start position to the end of the path, every 2 m, padded by repeating the end
     rts = [resample(p.points[int(np.floor(s)):], 2.0) for p, s in zip(paths, s0, strict=True)]
     R2 = max(len(r) for r in rts)
