@@ -9,9 +9,13 @@ from ttlab.drive.train import TrainConfig
 
 
 def default() -> TrainConfig:
-    """Goal respawn on procedural scenes, memoryless MLP (the PufferDrive baseline)."""
+    """Goal respawn on procedural scenes, memoryless MLP (the PufferDrive baseline).
+
+    Collisions and offroad remove the agent: offroad is "the box touches a road edge", so with `ignore` a
+    policy learns to leave the road once and then sit beyond the edge, penalty-free (seen in a CPU run)."""
     return TrainConfig(
-        env=EnvConfig(num_envs=64, max_agents=32, goal_behavior="respawn", episode_length=91),
+        env=EnvConfig(num_envs=64, max_agents=32, goal_behavior="respawn", episode_length=91,
+                      collision_behavior="remove", offroad_behavior="remove"),
         scenarios="procedural:n=256", policy=PolicyConfig(core="mlp"), rollout_steps=64,
         total_agent_steps=50_000_000)
 
