@@ -58,6 +58,10 @@ class CodecTrainConfig:
     """also log to Weights & Biases"""
     skip_bad: bool = False
     """skip bad episodes (and report how many) instead of stopping at the first"""
+    ckpt_every: int = 500
+    """steps between checkpoints (checkpoints/latest: model, optimizer, schedule, step, RNG)"""
+    resume: bool = False
+    """continue runs/wm/<run_name> from checkpoints/latest"""
 
 
 def presets() -> dict:
@@ -79,6 +83,7 @@ def collect_frames(source, episodes: np.ndarray, max_frames: int) -> np.ndarray:
 
 
 def train_codec(cfg: CodecTrainConfig, show_progress: bool | None = None) -> dict:
+    from ttlab.common.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
     from ttlab.common.device import resolve_device, seed_everything
     from ttlab.common.logging import Logger, progress
     from ttlab.common.runs import make_run_dir
@@ -96,7 +101,9 @@ def train_codec(cfg: CodecTrainConfig, show_progress: bool | None = None) -> dic
         val_eps = train_eps[:1]
     train = torch.from_numpy(collect_frames(src, train_eps, cfg.max_frames))  # (N, H, W, 3) uint8
     val = to_model_frames(collect_frames(src, val_eps, 256)).to(device)  # (V, 3, H, W)
-    run = make_run_dir("wm", cfg, cfg.run_name, cfg.root)
+    if cfg.resume and not cfg.run_name:
+        raise ValueError("--resume needs --run-name (the run to continue)")
+    run = make_run_dir("wm", cfg, cfg.run_name, cfg.root, resume=cfg.resume)
     log = Logger(run.path, wandb=cfg.wandb, config=cfg)
     model = KLAutoencoder(AEConfig(cfg.latent_channels, tuple(cfg.widths))).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
@@ -104,6 +111,20 @@ def train_codec(cfg: CodecTrainConfig, show_progress: bool | None = None) -> dic
     gen = torch.Generator().manual_seed(cfg.seed)
     t0 = time.perf_counter()
     val_psnr = float("nan")
+    start = 1
+    if cfg.resume and run.latest is not None:
+        ck = load_checkpoint(run.latest)
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        sched.load_state_dict(ck["scheduler"])
+        gen.set_state(ck["generator"])
+        set_rng_state(ck["rng"])
+        start = int(ck["step"]) + 1
+
+    def save(step: int) -> None:
+        save_checkpoint(run.checkpoints / "latest", {
+            "model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict(),
+            "generator": gen.get_state(), "rng": rng_state(), "step": step})
 
     def evaluate() -> torch.Tensor:
         model.eval()
@@ -113,7 +134,8 @@ def train_codec(cfg: CodecTrainConfig, show_progress: bool | None = None) -> dic
         return psnr(rec, val)
 
     with progress(cfg.steps, "train codec", disable=None if show_progress is None else not show_progress) as bar:
-        for step in range(1, cfg.steps + 1):
+        bar.advance(start - 1)
+        for step in range(start, cfg.steps + 1):
             idx = torch.randint(0, train.shape[0], (cfg.batch_size,), generator=gen)
             x = to_model_frames(train[idx].numpy()).to(device, non_blocking=True)  # (B, 3, H, W)
             loss, parts = model.loss(x, cfg.kl_weight)
@@ -127,6 +149,8 @@ def train_codec(cfg: CodecTrainConfig, show_progress: bool | None = None) -> dic
                                     "charts/lr": sched.get_last_lr()[0]}, step)  # sync point: log interval
                 val_psnr = vals["val/psnr"]
                 bar.set(text=f"psnr {val_psnr:.2f} dB")
+            if step % cfg.ckpt_every == 0 or step == cfg.steps:
+                save(step)
     model.eval()
     with torch.no_grad():
         probe = to_model_frames(train[: min(512, train.shape[0])].numpy()).to(device)
@@ -146,7 +170,7 @@ def main(argv: list[str]) -> int:
 
     try:
         out = train_codec(cfg)
-    except (DataError, FileExistsError) as e:
+    except (DataError, FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(json.dumps(out))
