@@ -38,5 +38,5 @@ def run(out_dir: Path, device: str = "cpu") -> str:
     (out_dir / "best_erdos.json").write_text(json.dumps(rec))
     lines.append(f"- offline search (100 s, library proposer, 2 workers): best verified C5 = {rec['score']:.9f} "
                  f"(n = {len(rec['construction'])}) after {rec['evals']} sandboxed programs; "
-                 f"best construction in `{out_dir / 'discover' / 'search' / 'best.json'}`")
+                 f"best construction in `{out_dir / 'search' / 'best.json'}`")
     return "Erdős minimum overlap (C5, lower is better; AlphaEvolve 0.380924, record 0.380876):\n\n" + "\n".join(lines)
