@@ -9,6 +9,7 @@ agent_steps/s counts every agent slot of every env per step (E * A per step). Pe
 agents is CUDA max-allocated memory, or on CPU the growth of the process's peak RSS during the row.
 agent_steps_per_cpu_s divides by the process's CPU time (all threads): on a shared, loaded machine it
 is the contention-free figure (with --threads 1 it is the single-core speed).
+The env writes its observations into one reused buffer (EnvConfig.reuse_obs, as the trainer runs it).
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ def scene_pool(n: int, agents: int, device: torch.device):
     return build_pool(scenes, device=device, max_agents=agents), "procedural"
 
 
-def bench_row(pool, device, E: int, A: int, steps: int, trial: bool, warmup: int = 5, compile: bool = False) -> dict:
+def bench_row(pool, device, E: int, A: int, steps: int, trial: bool, warmup: int = 5, compile: bool = False,
+              backend: str = "auto") -> dict:
     cfg = EnvConfig(num_envs=E, max_agents=A, episode_length=10, collision_behavior="remove",
-                    offroad_behavior="remove", compile=compile)
+                    offroad_behavior="remove", compile=compile, backend=backend, reuse_obs=True)
     if trial:
         cfg.goal_behavior, cfg.k_trials, cfg.trial_length = "trial", 4, 3
     env = DriveEnv(cfg, pool, device=device, seed=0)
@@ -61,7 +63,8 @@ def bench_row(pool, device, E: int, A: int, steps: int, trial: bool, warmup: int
     else:
         peak_mb = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0, 0) / 1024
     n = E * env.num_agents
-    return {"envs": E, "agents": env.num_agents, "mode": "trial_k4" if trial else "respawn", "compile": compile,
+    return {"envs": E, "agents": env.num_agents, "mode": "trial_k4" if trial else "respawn", "backend": env.backend,
+            "compile": compile,
             "agent_steps_per_s": round(n * steps / dt), "ms_per_step": round(1000 * dt / steps, 2),
             "agent_steps_per_cpu_s": round(n * steps / max(cpu, 1e-9)),
             "episodes_finished": episodes, "peak_mem_mb_per_1000_agents": round(peak_mb * 1000 / n, 2)}
@@ -74,6 +77,8 @@ def main() -> None:
     ap.add_argument("--scenes", type=int, default=128)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
     ap.add_argument("--compile", action="store_true", help="also run every row with EnvConfig.compile=True")
+    ap.add_argument("--backend", default="auto", choices=["auto", "native", "torch"],
+                    help="observation builder (EnvConfig.backend): native C kernel on CPU, or the torch reference")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -86,7 +91,7 @@ def main() -> None:
     results = []
     for comp in (False, True) if args.compile else (False,):
         for E, A, trial in rows:
-            r = bench_row(pool, device, E, A, args.steps, trial, compile=comp)
+            r = bench_row(pool, device, E, A, args.steps, trial, compile=comp, backend=args.backend)
             results.append(r)
             print(json.dumps(r), flush=True)
     base = {(r["envs"], r["mode"], r["compile"]): r for r in results}

@@ -10,6 +10,7 @@ Logs to TensorBoard under runs/drive/<run>/ (cleanrl names: charts/SPS, losses/*
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -93,7 +94,8 @@ def make_env(env_cfg: EnvConfig, scenarios: str, device: torch.device, seed: int
     if env_cfg.hidden_goal and scenarios.startswith("procedural") and "hidden_goal" not in scenarios:
         scenarios += (":" if ":" not in scenarios else ",") + "families=hidden_goal,hidden_goal=1"
     pool = load_pool(scenarios, device)
-    return DriveEnv(env_cfg, pool, device, seed)
+    # the rollout copies each observation into its buffer before the next step, so one reused obs tensor is safe
+    return DriveEnv(dataclasses.replace(env_cfg, reuse_obs=True), pool, device, seed)
 
 
 def load_policy(stem: str | Path, env, device: torch.device) -> torch.nn.Module:

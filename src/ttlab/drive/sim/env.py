@@ -26,12 +26,15 @@ hash of (seed, env, episode number), identical on CPU and CUDA.
 
 from __future__ import annotations
 
+import functools
+import warnings
 from dataclasses import dataclass, field
 
 import torch
 
 from ttlab.drive.scenarios.types import ScenarioPool
-from ttlab.drive.sim import rng
+from ttlab.drive.sim import native, rng
+from ttlab.drive.sim.contact import contacts
 from ttlab.drive.sim.dynamics import (
     NUM_DISCRETE,
     DynamicsLimits,
@@ -40,17 +43,13 @@ from ttlab.drive.sim.dynamics import (
     decode_actions,
     jerk_step,
 )
-from ttlab.drive.sim.geometry import box_segment_overlap, boxes_overlap
-from ttlab.drive.sim.grid import build_grid, segment_endpoints
+from ttlab.drive.sim.grid import build_grid
 from ttlab.drive.sim.metrics import EpisodeMetrics
 from ttlab.drive.sim.observe import (
     POS_SCALE,
     ObsLayout,
-    ego_features,
     make_layout,
-    nearest_partners,
-    partner_features,
-    road_features,
+    observe,
 )
 from ttlab.drive.sim.reward import candidate_reached, draw_weights, goal_reached, step_reward
 from ttlab.drive.sim.state import EXPERT, POLICY, PoolView, SimState
@@ -126,8 +125,14 @@ class EnvConfig:
     """Nearest others tested for collision (SAT) per agent."""
     limits: DynamicsLimits = field(default_factory=DynamicsLimits)
     """Dynamics bounds."""
+    backend: str = "auto"
+    """Observation builder: native (the C kernel, CPU only; built on first use with the system compiler) |
+    torch (the reference, any device) | auto (native on CPU when it builds, torch otherwise)."""
+    reuse_obs: bool = False
+    """step/reset write into one persistent obs tensor that the next step overwrites (PufferLib-style; saves
+    faulting in a fresh E x A x obs_dim buffer every step). Copy what you keep; the trainer does."""
     compile: bool = False
-    """torch.compile the observation builder (fuses its elementwise chain; first steps pay the compile)."""
+    """torch.compile the torch observation builder and contact tests (first steps pay the compile)."""
 
     def validate(self) -> None:
         def check(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -140,6 +145,7 @@ class EnvConfig:
         check("collision_behavior", self.collision_behavior, EVENT_BEHAVIOURS)
         check("offroad_behavior", self.offroad_behavior, EVENT_BEHAVIOURS)
         check("control_mode", self.control_mode, ("all", "ego_only", "replay"))
+        check("backend", self.backend, ("auto", "native", "torch"))
         for name in ("num_envs", "max_agents", "k_trials", "trial_length", "episode_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"EnvConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -217,14 +223,43 @@ class DriveEnv:
         self.num_actions = NUM_DISCRETE if cfg.action == "discrete" else 2
         self.tables = action_tables(cfg.limits, cfg.dynamics, self.device)
         self.env_ids = torch.arange(E, device=self.device)
+        self._branch_free = self.device.type != "cpu"  # no data-dependent Python branches where they would sync
         self.seed = seed
         self.trial_mode = cfg.goal_behavior == "trial"
         self.k = cfg.k_trials if self.trial_mode else 1
+        self.backend = self._pick_backend()
+        self._obs_buf = torch.empty(E, A, self.obs_dim, device=self.device) if cfg.reuse_obs else None
+        self._obs_fn = functools.partial(
+            native.observe if self.backend == "native" else observe, partner_slots=cfg.partner_slots, partner_radius=cfg.partner_radius, road_slots=cfg.road_slots,
+            road_radius=cfg.road_radius, max_accel=cfg.limits.max_accel, max_steer=cfg.limits.max_steer,
+            hide_goal=cfg.hidden_goal)
+        self._contact_fn = functools.partial(contacts, candidates=cfg.collision_candidates)
+        if cfg.compile and self.backend == "torch":
+            self._obs_fn = torch.compile(self._obs_fn, dynamic=False, fullgraph=True)
         if cfg.compile:
-            self._observe = torch.compile(self._observe, dynamic=False)
+            self._contact_fn = torch.compile(self._contact_fn, dynamic=False, fullgraph=True)
         self.ep_metrics = EpisodeMetrics(self.device)
         self.trial_metrics = TrialMetrics(self.k, self.device) if self.trial_mode else None
         self.reset(seed)
+
+    def _pick_backend(self) -> str:
+        """Which observation builder runs: see EnvConfig.backend."""
+        want = self.cfg.backend
+        if want == "torch":
+            return "torch"
+        if self.device.type != "cpu" or not native.supports(self.grid, self.cfg.road_slots):
+            if want == "native":
+                raise ValueError(f"EnvConfig.backend='native' needs a CPU device and a grid with at most "
+                                 f"road_slots candidates per cell (device {self.device})")
+            return "torch"
+        try:
+            native.load()
+        except native.NativeUnavailable as e:
+            if want == "native":
+                raise
+            warnings.warn(f"drive sim: native observation kernel unavailable, using torch ({e})", stacklevel=3)
+            return "torch"
+        return "native"
 
     # ---- per-episode draws: pure functions of (seed, env, episode number) ----
     def _draw(self) -> None:
@@ -281,27 +316,15 @@ class DriveEnv:
         return vis
 
     def _observe(self, st: SimState, log_valid: torch.Tensor | None = None) -> torch.Tensor:
-        cfg, lim = self.cfg, self.cfg.limits
-        vis = self._visible(st, log_valid)
-        c, s = torch.cos(st.heading), torch.sin(st.heading)
-        E, A = st.x.shape
-        L = self.layout
-        obs = torch.empty(E, A, L.obs_dim, device=self.device)
-        idx, ok = nearest_partners(st.x, st.y, vis, cfg.partner_slots, cfg.partner_radius, nearest_first=False)
-        partner_features(st.x, st.y, c, s, st.heading, st.speed, st.length, st.width, idx, ok,
-                         obs[..., L.partner_offset:L.road_offset].view(E, A, L.partner_slots, L.partner_dim))
-        road_cand, _ = self.grid.lookup(self.scene, st.x, st.y)
-        inv = 1.0 / self.grid.pos_scale
-        road_features(self.grid, road_cand, st.x * inv, st.y * inv, c, s, cfg.road_radius,
-                      obs[..., L.road_offset:].view(E, A, L.road_slots, L.road_dim))
-        cand = None
-        if cfg.hidden_goal:
-            cand = self.view.candidates[self.scene]  # (E, A, M, 2)
-        obs[..., : L.ego_dim] = ego_features(
-            st.goal_x, st.goal_y, st.x, st.y, c, s, st.speed, st.length, st.width, st.collided, st.offroad,
-            st.accel, st.steer, lim.max_accel, lim.max_steer, self.weights if cfg.reward_conditioning else None,
-            cand, cfg.hidden_goal)
-        return obs  # (E, A, obs_dim)
+        cand = self.view.candidates[self.scene] if self.cfg.hidden_goal else None  # (E, A, M, 2)
+        kw = {"out": self._obs_buf} if self.backend == "native" and self._obs_buf is not None else {}
+        obs = self._obs_fn(self.grid, self.scene, st.x, st.y, st.heading, st.speed, st.length, st.width,
+                            st.goal_x, st.goal_y, st.collided, st.offroad, st.accel, st.steer,
+                            self._visible(st, log_valid), self.weights if self.cfg.reward_conditioning else None,
+                            cand, **kw)  # (E, A, obs_dim)
+        if self._obs_buf is None or obs is self._obs_buf:
+            return obs
+        return self._obs_buf.copy_(obs)
 
     # ---- the step ----
     def step(self, actions: torch.Tensor) -> StepResult:
@@ -334,18 +357,7 @@ class DriveEnv:
         vis = (st.role != 0) & ~st.removed & (~expert | log_valid)
 
         # 4. collisions among the few nearest others, offroad against nearby road edges
-        cidx, cok = nearest_partners(x, y, vis, cfg.collision_candidates, 12.0)  # (E, A, kc)
-        E, A, kc = cidx.shape
-        box = torch.stack([x, y, heading, st.length, st.width], -1)  # (E, A, 5)
-        other = torch.gather(box, 1, cidx.reshape(E, A * kc, 1).expand(E, A * kc, 5)).reshape(E, A, kc, 5)
-        hit = boxes_overlap(x.unsqueeze(-1), y.unsqueeze(-1), heading.unsqueeze(-1), st.length.unsqueeze(-1),
-                            st.width.unsqueeze(-1), *other.unbind(-1))  # (E, A, kc)
-        collided = (hit & cok).any(-1) & vis
-        _, edge_cand = self.grid.lookup(self.scene, x, y)
-        erows = self.grid.seg_table.index_select(0, edge_cand.reshape(-1)).view(*edge_cand.shape, -1)
-        eseg = segment_endpoints(erows, self.grid.pos_scale)  # (E, A, Ke, 4) metres
-        offroad = box_segment_overlap(x.unsqueeze(-1), y.unsqueeze(-1), heading.unsqueeze(-1),
-                                      st.length.unsqueeze(-1), st.width.unsqueeze(-1), eseg).any(-1) & vis
+        collided, offroad = self._contact_fn(self.grid, self.scene, x, y, heading, st.length, st.width, vis)
 
         # 5. goals and rewards (only for egos in play this step)
         if cfg.hidden_goal:
@@ -430,14 +442,19 @@ class DriveEnv:
             acc[k] = acc[k] * ~ep_end.unsqueeze(1)
 
         # 9. resets: respawns and trial restarts go back to this episode's start; finished episodes draw anew
+        # (on CPU, where reading a flag costs no device sync, blends and draws that would change nothing are
+        # skipped; the draws are pure functions of (seed, env, episode), so the result is identical)
         respawn = (reached & ~out_now) if gb == "respawn" else torch.zeros_like(reached)
-        new = new.blend(respawn | trial_end_only.unsqueeze(1), self.start)
+        back = respawn | trial_end_only.unsqueeze(1)
+        if self._branch_free or bool(back.any()):
+            new = new.blend(back, self.start)
         self.trial = torch.where(trial_end_only, self.trial + 1, self.trial)
         self.episode = self.episode + ep_end.long()
-        self._draw()
-        ep_mask = ep_end.unsqueeze(1).expand_as(ego)
-        self.start = self.start.blend(ep_mask, self._start_state())
-        new = new.blend(ep_mask, self.start)
+        if self._branch_free or bool(ep_end.any()):
+            self._draw()
+            ep_mask = ep_end.unsqueeze(1).expand_as(ego)
+            self.start = self.start.blend(ep_mask, self._start_state())
+            new = new.blend(ep_mask, self.start)
         self.trial = torch.where(ep_end, torch.zeros_like(self.trial), self.trial)
         rewind = seg_end  # every trial restart and new episode rewinds the log clock
         self.t = torch.where(rewind, torch.full_like(self.t, cfg.init_steps), self.t)

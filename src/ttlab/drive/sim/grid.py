@@ -36,23 +36,29 @@ class RoadGrid:
     num_seg_slots: int  # S + 1
     pos_scale: float  # seg_table positions are world metres / pos_scale
 
-    def lookup(self, scene: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Candidate rows into `seg_table` for agents at (x, y) of env scenes.
-
-        scene (E,), x/y (E, A) -> road candidates (E, A, Kc) long, edge candidates (E, A, Ke) long."""
+    def cells(self, scene: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Flat cell ids into cell_cand.flatten(0, 1) of agents at (x, y): scene (E,), x/y (E, A) -> (E, A) long."""
         org = self.origin[scene]  # (E, 2)
         gx, gy = self.gx[scene].unsqueeze(1), self.gy[scene].unsqueeze(1)  # (E, 1)
         cx = torch.floor((x - org[:, 0:1]) / self.cell).long().clamp(min=0)
         cy = torch.floor((y - org[:, 1:2]) / self.cell).long().clamp(min=0)
         cx = torch.minimum(cx, gx - 1)
         cy = torch.minimum(cy, gy - 1)
-        cell_id = cy * gx + cx  # (E, A)
-        g = self.cell_cand.shape[1]
-        flat_cell = scene.unsqueeze(1) * g + cell_id  # (E, A)
-        base = (scene * self.num_seg_slots).unsqueeze(1).unsqueeze(2)  # (E, 1, 1)
-        road = self.cell_cand.flatten(0, 1)[flat_cell].long() + base  # (E, A, Kc)
-        edge = self.edge_cand.flatten(0, 1)[flat_cell].long() + base  # (E, A, Ke)
-        return road, edge
+        return scene.unsqueeze(1) * self.cell_cand.shape[1] + cy * gx + cx  # (E, A)
+
+    def road_candidates(self, scene: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Rows of `seg_table` near agents at (x, y): scene (E,), x/y (E, A) -> (E, A, Kc) long."""
+        base = (scene * self.num_seg_slots).view(-1, 1, 1)  # (E, 1, 1)
+        return self.cell_cand.flatten(0, 1)[self.cells(scene, x, y)].long() + base
+
+    def edge_candidates(self, scene: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Road-edge rows of `seg_table` near agents at (x, y): -> (E, A, Ke) long."""
+        base = (scene * self.num_seg_slots).view(-1, 1, 1)
+        return self.edge_cand.flatten(0, 1)[self.cells(scene, x, y)].long() + base
+
+    def lookup(self, scene: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Both candidate lists: road (E, A, Kc) and edge (E, A, Ke) rows of `seg_table`."""
+        return self.road_candidates(scene, x, y), self.edge_candidates(scene, x, y)
 
 
 def segment_endpoints(rows: torch.Tensor, pos_scale: float) -> torch.Tensor:

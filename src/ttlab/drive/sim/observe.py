@@ -95,8 +95,8 @@ def nearest_partners(x: torch.Tensor, y: torch.Tensor, visible: torch.Tensor, k:
     return idx, torch.isfinite(val)
 
 
-def partner_features(x, y, cos_h, sin_h, heading, speed, length, width, idx, ok, out: torch.Tensor) -> None:
-    """Write the selected partners' features in each ego's frame into out (E, A, slots, 7); 0 where not ok."""
+def partner_features(x, y, cos_h, sin_h, heading, speed, length, width, idx, ok, slots: int) -> torch.Tensor:
+    """The selected partners' features in each ego's frame, (E, A, slots, 7); 0 where not ok or padding."""
     E, A, k = idx.shape
     flat = idx.reshape(E, A * k)  # (E, A*k)
     table = torch.stack([x, y, heading, speed, length, width], dim=-1)  # (E, A, 6)
@@ -108,25 +108,27 @@ def partner_features(x, y, cos_h, sin_h, heading, speed, length, width, idx, ok,
         rx * (1 / POS_SCALE), ry * (1 / POS_SCALE), torch.cos(dh), torch.sin(dh),
         p[..., 3] * (1 / SPEED_SCALE), p[..., 4] * (1 / SIZE_SCALE), p[..., 5] * (1 / SIZE_SCALE),
     ], dim=-1)  # (E, A, k, 7)
-    torch.where(ok.unsqueeze(-1), feat, feat.new_zeros(()), out=out[:, :, :k])
-    if k < out.shape[2]:
-        out[:, :, k:] = 0.0
+    feat = torch.where(ok.unsqueeze(-1), feat, feat.new_zeros(()))
+    if k < slots:
+        feat = torch.nn.functional.pad(feat, (0, 0, 0, slots - k))
+    return feat  # (E, A, slots, 7)
 
 
-def road_features(grid: RoadGrid, cand: torch.Tensor, xs: torch.Tensor, ys: torch.Tensor, cos_h: torch.Tensor,
-                  sin_h: torch.Tensor, radius: float, out: torch.Tensor) -> None:
-    """Write candidate road segments within `radius` in each ego's frame into out (E, A, slots, 7).
+def road_features(seg_table: torch.Tensor, cand: torch.Tensor, xs: torch.Tensor, ys: torch.Tensor,
+                  cos_h: torch.Tensor, sin_h: torch.Tensor, radius: float, slots: int) -> torch.Tensor:
+    """Candidate road segments within `radius` in each ego's frame, (E, A, slots, 7).
 
-    cand (E, A, Kc) rows of grid.seg_table; xs, ys (E, A) agent positions already divided by the
-    table's pos_scale. When Kc > slots the `slots` nearest are kept. Rows outside the radius are 0."""
+    seg_table (rows, 8) of a RoadGrid; cand (E, A, Kc) rows of it; xs, ys (E, A) agent positions already
+    divided by the table's pos_scale, and `radius` likewise. When Kc > slots the `slots` nearest are
+    kept. Rows outside the radius are 0."""
     E, A, Kc = cand.shape
-    slots = out.shape[2]
-    seg = grid.seg_table.index_select(0, cand.reshape(-1)).view(E, A, Kc, 8)  # (E, A, Kc, 8)
+    seg = seg_table.index_select(0, cand.reshape(-1)).view(E, A, Kc, 8)  # (E, A, Kc, 8)
     xe, ye = xs.unsqueeze(-1), ys.unsqueeze(-1)  # (E, A, 1)
     dx, dy = seg[..., 0] - xe, seg[..., 1] - ye  # from the ego to the segment start
     ux, uy, ln = seg[..., 2], seg[..., 3], seg[..., 4]
-    t = torch.minimum(torch.addcmul(dx * ux, dy, uy).neg_().clamp_(min=0.0), ln)  # closest point along
-    dist = torch.hypot(torch.addcmul(dx, t, ux), torch.addcmul(dy, t, uy))  # (E, A, Kc)
+    t = torch.minimum((-(dx * ux + dy * uy)).clamp(min=0.0), ln)  # closest point along
+    qx, qy = dx + t * ux, dy + t * uy
+    dist = torch.sqrt(qx * qx + qy * qy)  # (E, A, Kc)
     if Kc > slots:
         dist, keep = torch.topk(dist, slots, dim=2, largest=False)
         seg = torch.gather(seg, 2, keep.unsqueeze(-1).expand(E, A, slots, 8))
@@ -135,9 +137,10 @@ def road_features(grid: RoadGrid, cand: torch.Tensor, xs: torch.Tensor, ys: torc
     mx, my = seg[..., 5] - xe, seg[..., 6] - ye
     dc, ds = to_ego(seg[..., 2], seg[..., 3], c, s)
     feat = torch.stack([mx * c + my * s, my * c - mx * s, seg[..., 4], dc, ds, dist, seg[..., 7]], dim=-1)
-    torch.where((dist <= radius / grid.pos_scale).unsqueeze(-1), feat, feat.new_zeros(()), out=out[:, :, :k])  # (E, A, k, 7)
+    feat = torch.where((dist <= radius).unsqueeze(-1), feat, feat.new_zeros(()))  # (E, A, k, 7)
     if k < slots:
-        out[:, :, k:] = 0.0
+        feat = torch.nn.functional.pad(feat, (0, 0, 0, slots - k))
+    return feat
 
 
 def ego_features(goal_x, goal_y, x, y, cos_h, sin_h, speed, length, width, collided, offroad, accel, steer,
@@ -158,3 +161,26 @@ def ego_features(goal_x, goal_y, x, y, cos_h, sin_h, speed, length, width, colli
         cx, cy = to_ego(candidates[..., 0] - x.unsqueeze(-1), candidates[..., 1] - y.unsqueeze(-1), c, s)
         parts.append(torch.stack([cx, cy], -1).flatten(-2) / POS_SCALE)  # (E, A, 2M)
     return torch.cat(parts, dim=-1)
+
+
+def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tensor, heading: torch.Tensor,
+            speed: torch.Tensor, length: torch.Tensor, width: torch.Tensor, goal_x: torch.Tensor,
+            goal_y: torch.Tensor, collided: torch.Tensor, offroad: torch.Tensor, accel: torch.Tensor,
+            steer: torch.Tensor, visible: torch.Tensor, rc_weights: torch.Tensor | None,
+            candidates: torch.Tensor | None, *, partner_slots: int, partner_radius: float, road_slots: int,
+            road_radius: float, max_accel: float, max_steer: float, hide_goal: bool) -> torch.Tensor:
+    """The full flat observation of every agent slot, (E, A, obs_dim) float32.
+
+    One pure function of the state tensors (every argument (E, A) unless noted; scene (E,), rc_weights
+    (E, A, 3), candidates (E, A, M, 2)), so `torch.compile` can fuse it whole into a few loops that write
+    the output once. Slots are filled whatever their role; the policy reads only its own."""
+    E, A = x.shape
+    c, s = torch.cos(heading), torch.sin(heading)
+    idx, ok = nearest_partners(x, y, visible, partner_slots, partner_radius, nearest_first=False)
+    par = partner_features(x, y, c, s, heading, speed, length, width, idx, ok, partner_slots)
+    road_cand = grid.road_candidates(scene, x, y)
+    inv = 1.0 / grid.pos_scale
+    road = road_features(grid.seg_table, road_cand, x * inv, y * inv, c, s, road_radius * inv, road_slots)
+    ego = ego_features(goal_x, goal_y, x, y, c, s, speed, length, width, collided, offroad, accel, steer,
+                       max_accel, max_steer, rc_weights, candidates, hide_goal)
+    return torch.cat([ego, par.reshape(E, A, -1), road.reshape(E, A, -1)], dim=-1)  # (E, A, obs_dim)

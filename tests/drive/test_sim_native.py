@@ -1,0 +1,140 @@
+"""The native CPU observation kernel (csrc/observe.c) against the torch reference (observe.py)."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from ttlab.drive.scenarios import build_pool, generate, generate_pool_scenarios
+from ttlab.drive.scenarios.waymo_json import load_scenario
+from ttlab.drive.sim import native
+from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.observe import observe
+
+CARLA = Path(__file__).resolve().parents[3] / "shared" / "data" / "carla_town02_womd.json"
+pytestmark = pytest.mark.skipif(not native.available(), reason="no C compiler for the native kernel")
+
+
+def _run(env: DriveEnv, steps: int, seed: int = 0) -> None:
+    g = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        env.step(torch.randint(0, env.num_actions, (env.num_envs, env.num_agents), generator=g))
+
+
+def _both(env: DriveEnv) -> tuple[torch.Tensor, torch.Tensor]:
+    """The env's current observation from the torch reference and from the native kernel."""
+    st, cfg = env.state, env.cfg
+    cand = env.view.candidates[env.scene] if cfg.hidden_goal else None
+    args = (env.grid, env.scene, st.x, st.y, st.heading, st.speed, st.length, st.width, st.goal_x, st.goal_y,
+            st.collided, st.offroad, st.accel, st.steer, env._visible(st),
+            env.weights if cfg.reward_conditioning else None, cand)
+    kw = dict(partner_slots=cfg.partner_slots, partner_radius=cfg.partner_radius, road_slots=cfg.road_slots,
+              road_radius=cfg.road_radius, max_accel=cfg.limits.max_accel, max_steer=cfg.limits.max_steer,
+              hide_goal=cfg.hidden_goal)
+    return observe(*args, **kw), native.observe(*args, **kw)
+
+
+@pytest.mark.parametrize("extra", [{}, {"reward_conditioning": True}, {"partner_slots": 5, "partner_radius": 80.0}])
+def test_native_matches_torch_on_procedural_scenes(extra):
+    pool = build_pool(generate_pool_scenarios(6, seed=3, num_agents=12), max_agents=12)
+    env = DriveEnv(EnvConfig(num_envs=6, max_agents=12, episode_length=15, backend="torch", **extra), pool, seed=1)
+    for _ in range(4):
+        _run(env, 7)
+        ref, nat = _both(env)
+        assert ref.shape == nat.shape
+        torch.testing.assert_close(nat, ref, rtol=0, atol=1e-5)
+        # the test sees real content: partners and road segments are present
+        ego, par, road = env.layout.split(ref)
+        assert (par.abs().sum(-1) > 0).any() and (road[..., env.layout.road_type_col] > 0).any()
+
+
+def test_native_nearest_partner_selection_in_a_crowd():
+    """More others than partner slots: the kernel keeps the same k nearest, nearest first, as torch.topk."""
+    pool = build_pool(generate_pool_scenarios(2, seed=1, num_agents=40), max_agents=40)
+    env = DriveEnv(EnvConfig(num_envs=2, max_agents=40, partner_slots=10, backend="torch"), pool, seed=0)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(3):
+        st = env.state
+        st.x = st.x[:, :1] + 30 * torch.rand(st.x.shape, generator=g)  # a dense 30 m crowd: many ranks to get right
+        st.y = st.y[:, :1] + 30 * torch.rand(st.y.shape, generator=g)
+        ref, nat = _both(env)
+        torch.testing.assert_close(nat, ref, rtol=0, atol=1e-5)
+        par = env.layout.split(ref)[1]
+        assert (par.abs().sum(-1) > 0).sum(-1).min() >= 5  # most slots filled
+
+
+def test_native_matches_torch_in_hidden_goal_mode():
+    pool = build_pool([generate("hidden_goal", s, 5) for s in range(3)])
+    cfg = EnvConfig(num_envs=3, max_agents=5, goal_behavior="trial", k_trials=2, trial_length=20, hidden_goal=True,
+                    backend="torch")
+    env = DriveEnv(cfg, pool, seed=0)
+    _run(env, 9)
+    ref, nat = _both(env)
+    torch.testing.assert_close(nat, ref, rtol=0, atol=1e-5)
+
+
+@pytest.mark.skipif(not CARLA.is_file(), reason="shared CARLA sample not present")
+def test_native_matches_torch_on_the_carla_town():
+    pool = build_pool([load_scenario(CARLA)], max_agents=32)
+    env = DriveEnv(EnvConfig(num_envs=2, max_agents=32, control_mode="all", backend="torch"), pool, seed=0)
+    _run(env, 12)
+    ref, nat = _both(env)
+    torch.testing.assert_close(nat, ref, rtol=0, atol=1e-5)
+    assert (ref != 0).float().mean() > 0.05
+
+
+def test_env_backends_step_alike():
+    """The whole step on native and torch backends: same rewards and flags, obs within 1e-5."""
+    pool = build_pool(generate_pool_scenarios(8, seed=5, num_agents=10), max_agents=10)
+    cfg = dict(num_envs=4, max_agents=10, episode_length=12, collision_behavior="remove", offroad_behavior="remove")
+    a = DriveEnv(EnvConfig(backend="native", **cfg), pool, seed=2)
+    b = DriveEnv(EnvConfig(backend="torch", **cfg), pool, seed=2)
+    assert (a.backend, b.backend) == ("native", "torch")
+    torch.testing.assert_close(a.reset(), b.reset(), rtol=0, atol=1e-5)
+    g = torch.Generator().manual_seed(0)
+    ended = 0
+    for _ in range(30):
+        act = torch.randint(0, 91, (4, 10), generator=g)
+        ra, rb = a.step(act), b.step(act)
+        for name in ("reward", "terminals", "truncations", "removed", "controlled"):
+            assert torch.equal(getattr(ra, name), getattr(rb, name)), name
+        torch.testing.assert_close(ra.obs, rb.obs, rtol=0, atol=1e-5)
+        ended += int(ra.truncations.any() or ra.terminals.any())
+    assert ended > 0  # episodes ended and envs reset onto new scenes inside the window
+
+
+def test_reuse_obs_writes_one_buffer():
+    pool = build_pool(generate_pool_scenarios(2, seed=0, num_agents=6), max_agents=6)
+    env = DriveEnv(EnvConfig(num_envs=2, max_agents=6, reuse_obs=True), pool, seed=0)
+    o0 = env.reset()
+    first = o0.clone()
+    o1 = env.step(torch.full((2, 6), 45)).obs
+    assert o1.data_ptr() == o0.data_ptr() and not torch.equal(o1, first)
+    fresh = DriveEnv(EnvConfig(num_envs=2, max_agents=6), pool, seed=0)
+    assert torch.equal(fresh.reset(), first)
+    assert torch.equal(fresh.step(torch.full((2, 6), 45)).obs, o1)
+
+
+def test_build_failure_names_the_compiler(tmp_path, monkeypatch):
+    monkeypatch.setenv("TTLAB_CACHE", str(tmp_path))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    bad = tmp_path / "cc"
+    bad.write_text("#!/bin/sh\necho 'cc: fatal error: simulated' >&2\nexit 1\n")
+    bad.chmod(0o755)
+    monkeypatch.setenv("CC", str(bad))
+    with pytest.raises(native.NativeUnavailable, match="simulated"):
+        native.build()
+    assert not list((tmp_path / "native").glob("*.so"))  # nothing half-written is left in the cache
+
+
+def test_auto_backend_falls_back_to_torch_with_a_warning(monkeypatch):
+    def fail():
+        raise native.NativeUnavailable("no compiler here")
+
+    monkeypatch.setattr(native, "load", fail)
+    pool = build_pool(generate_pool_scenarios(2, seed=0, num_agents=4), max_agents=4)
+    with pytest.warns(UserWarning, match="no compiler here"):
+        env = DriveEnv(EnvConfig(num_envs=2, max_agents=4), pool)
+    assert env.backend == "torch"
+    with pytest.raises(native.NativeUnavailable):
+        DriveEnv(EnvConfig(num_envs=2, max_agents=4, backend="native"), pool)
