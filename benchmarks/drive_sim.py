@@ -6,7 +6,9 @@ trials of 3 ticks, so resets happen inside the timed window). Prints ONE JSON li
 
 Rows: (envs x agents) = 16x64, 256x64 (+ 1024x64 and 4096x64 on CUDA), and a trial-mode row (K=4).
 agent_steps/s counts every agent slot of every env per step (E * A per step). Peak memory per 1000
-agents is CUDA max-allocated memory, or on CPU the growth of the process's peak RSS during the row.
+agents is CUDA max-allocated memory, or on CPU the growth of peak RSS from just before the env is built to
+the end of the row (each CPU row runs in a fresh process), less the scene pool and road grid, which are
+per pool, not per agent (reported apart as pool_and_grid_mb).
 agent_steps_per_cpu_s divides by the process's CPU time (all threads): on a shared, loaded machine it
 is the contention-free figure (with --threads 1 it is the single-core speed).
 The env writes its observations into one reused buffer (EnvConfig.reuse_obs, as the trainer runs it).
@@ -20,6 +22,7 @@ import resource
 import time
 
 import torch
+import torch.multiprocessing as mp
 
 from ttlab.common.device import resolve_device
 from ttlab.drive.sim.env import DriveEnv, EnvConfig
@@ -35,7 +38,10 @@ def scene_pool(n: int, agents: int, device: torch.device):
 
 
 def bench_row(pool, device, E: int, A: int, steps: int, trial: bool, warmup: int = 5, compile: bool = False,
-              backend: str = "auto") -> dict:
+              backend: str = "auto", threads: int = 0) -> dict:
+    if threads:
+        torch.set_num_threads(threads)
+    rss_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # CPU rows run in a fresh process: before the env
     cfg = EnvConfig(num_envs=E, max_agents=A, episode_length=10, collision_behavior="remove",
                     offroad_behavior="remove", compile=compile, backend=backend, reuse_obs=True)
     if trial:
@@ -49,7 +55,6 @@ def bench_row(pool, device, E: int, A: int, steps: int, trial: bool, warmup: int
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0, c0 = time.perf_counter(), time.process_time()
     for i in range(steps):
         env.step(acts[warmup + i])
@@ -61,13 +66,16 @@ def bench_row(pool, device, E: int, A: int, steps: int, trial: bool, warmup: int
     if device.type == "cuda":
         peak_mb = torch.cuda.max_memory_allocated() / 2**20
     else:
-        peak_mb = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0, 0) / 1024
+        peak_mb = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_start, 0) / 1024
     n = E * env.num_agents
+    static_mb = sum(t.nbytes for t in [*vars(env.grid).values(), *vars(env.pool).values()]
+                    if isinstance(t, torch.Tensor)) / 2**20  # scene pool + road grid: per pool, not per agent
     return {"envs": E, "agents": env.num_agents, "mode": "trial_k4" if trial else "respawn", "backend": env.backend,
             "compile": compile,
             "agent_steps_per_s": round(n * steps / dt), "ms_per_step": round(1000 * dt / steps, 2),
             "agent_steps_per_cpu_s": round(n * steps / max(cpu, 1e-9)),
-            "episodes_finished": episodes, "peak_mem_mb_per_1000_agents": round(peak_mb * 1000 / n, 2)}
+            "episodes_finished": episodes, "peak_mem_mb": round(peak_mb, 1), "pool_and_grid_mb": round(static_mb, 1),
+            "peak_mem_mb_per_1000_agents": round(max(peak_mb - static_mb, 0) * 1000 / n, 2)}
 
 
 def main() -> None:
@@ -91,7 +99,12 @@ def main() -> None:
     results = []
     for comp in (False, True) if args.compile else (False,):
         for E, A, trial in rows:
-            r = bench_row(pool, device, E, A, args.steps, trial, compile=comp, backend=args.backend)
+            kw = dict(compile=comp, backend=args.backend, threads=args.threads)
+            if device.type == "cpu":  # a fresh process per row, so its peak RSS growth is this row's own memory
+                with mp.get_context("spawn").Pool(1) as workers:
+                    r = workers.apply(bench_row, (pool, device, E, A, args.steps, trial), kw)
+            else:
+                r = bench_row(pool, device, E, A, args.steps, trial, **kw)
             results.append(r)
             print(json.dumps(r), flush=True)
     base = {(r["envs"], r["mode"], r["compile"]): r for r in results}

@@ -9,6 +9,7 @@ from ttlab.drive.scenarios import build_pool, generate, generate_pool_scenarios
 from ttlab.drive.scenarios.waymo_json import load_scenario
 from ttlab.drive.sim import native
 from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.contact import contacts
 from ttlab.drive.sim.observe import observe
 
 CARLA = Path(__file__).resolve().parents[3] / "shared" / "data" / "carla_town02_womd.json"
@@ -61,6 +62,29 @@ def test_native_nearest_partner_selection_in_a_crowd():
         torch.testing.assert_close(nat, ref, rtol=0, atol=1e-5)
         par = env.layout.split(ref)[1]
         assert (par.abs().sum(-1) > 0).sum(-1).min() >= 5  # most slots filled
+
+
+@pytest.mark.parametrize("kc", [8, 2])
+def test_native_contacts_match_torch(kc):
+    """Collision and offroad flags agree exactly on crowds where both events happen often."""
+    pool = build_pool(generate_pool_scenarios(3, seed=2, num_agents=30), max_agents=30)
+    env = DriveEnv(EnvConfig(num_envs=3, max_agents=30, backend="torch"), pool, seed=0)
+    g = torch.Generator().manual_seed(1)
+    hits = torch.zeros(2)
+    for _ in range(5):
+        st = env.state
+        x = st.x[:, :1] + 25 * torch.rand(st.x.shape, generator=g)
+        y = st.y[:, :1] + 25 * torch.rand(st.y.shape, generator=g)
+        h = 6.3 * torch.rand(st.x.shape, generator=g)
+        vis = torch.rand(st.x.shape, generator=g) > 0.1
+        args = (env.grid, env.scene, x, y, h, st.length, st.width, vis)
+        ref = contacts(*args, candidates=kc)
+        nat = native.contacts(*args, candidates=kc)
+        assert torch.equal(nat[0], ref[0]) and torch.equal(nat[1], ref[1])
+        assert not (nat[0] & ~vis).any() and not (nat[1] & ~vis).any()
+        hits += torch.tensor([ref[0].float().mean(), ref[1].float().mean()])
+    assert (hits > 0.05).all()  # both kinds of events are frequent in this sample
+    assert (hits < 4.5).all()  # and so are non-events
 
 
 def test_native_matches_torch_in_hidden_goal_mode():

@@ -126,7 +126,7 @@ class EnvConfig:
     limits: DynamicsLimits = field(default_factory=DynamicsLimits)
     """Dynamics bounds."""
     backend: str = "auto"
-    """Observation builder: native (the C kernel, CPU only; built on first use with the system compiler) |
+    """Observations and contact tests: native (C kernels, CPU only; built on first use with the system compiler) |
     torch (the reference, any device) | auto (native on CPU when it builds, torch otherwise)."""
     reuse_obs: bool = False
     """step/reset write into one persistent obs tensor that the next step overwrites (PufferLib-style; saves
@@ -233,10 +233,10 @@ class DriveEnv:
             native.observe if self.backend == "native" else observe, partner_slots=cfg.partner_slots, partner_radius=cfg.partner_radius, road_slots=cfg.road_slots,
             road_radius=cfg.road_radius, max_accel=cfg.limits.max_accel, max_steer=cfg.limits.max_steer,
             hide_goal=cfg.hidden_goal)
-        self._contact_fn = functools.partial(contacts, candidates=cfg.collision_candidates)
+        self._contact_fn = functools.partial(native.contacts if self.backend == "native" else contacts,
+                                             candidates=cfg.collision_candidates)
         if cfg.compile and self.backend == "torch":
             self._obs_fn = torch.compile(self._obs_fn, dynamic=False, fullgraph=True)
-        if cfg.compile:
             self._contact_fn = torch.compile(self._contact_fn, dynamic=False, fullgraph=True)
         self.ep_metrics = EpisodeMetrics(self.device)
         self.trial_metrics = TrialMetrics(self.k, self.device) if self.trial_mode else None

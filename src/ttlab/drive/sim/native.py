@@ -1,11 +1,13 @@
-"""The native CPU observation kernel (csrc/observe.c): built once with the system C compiler, loaded by ctypes.
+"""The native CPU kernels of the sim (csrc/*.c): built once with the system C compiler, loaded by ctypes.
 
     lib = native.load()              # raises NativeUnavailable (with the compiler's message) if it cannot build
     native.observe(...)              # same arguments and result as observe.observe, CPU tensors only
+    native.contacts(...)             # same as contact.contacts
 
 The shared object is cached under $TTLAB_CACHE (default ~/.cache/ttlab)/native, keyed by a hash of the
-source and the flags, and written atomically, so concurrent first uses do not race. The torch
-implementation in observe.py stays the reference (and the CUDA path); the two agree to 1e-5.
+sources and the flags, and written atomically, so concurrent first uses do not race. The torch
+implementations (observe.py, contact.py) stay the reference and the CUDA path; observations agree
+to 1e-5 and contact flags exactly (tests/drive/test_sim_native.py).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from pathlib import Path
 
 import torch
 
+from ttlab.drive.sim.contact import COLLISION_RADIUS
 from ttlab.drive.sim.grid import RoadGrid
 from ttlab.drive.sim.observe import ego_features
 
-SRC = Path(__file__).with_name("csrc") / "observe.c"
+SRCS = [Path(__file__).with_name("csrc") / name for name in ("observe.c", "contact.c")]
 FLAGS = ["-O3", "-std=c99", "-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-ffp-contract=off"]
 MAX_CANDIDATES = 1024  # the kernel's per-agent candidate buffer
 _lock = threading.Lock()
@@ -49,20 +52,20 @@ def _compiler() -> str:
 
 
 def build() -> Path:
-    """Compile csrc/observe.c into the cache (if not there yet); returns the shared object's path."""
+    """Compile csrc/*.c into the cache (if not there yet); returns the shared object's path."""
     cc = _compiler()
-    src = SRC.read_bytes()
+    src = b"".join(p.read_bytes() for p in SRCS)
     key = hashlib.sha256(src + " ".join([cc, *FLAGS, platform.machine()]).encode()).hexdigest()[:16]
-    out = cache_dir() / f"observe-{key}.so"
+    out = cache_dir() / f"drive-sim-{key}.so"
     if out.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
     os.close(fd)
     try:
-        res = subprocess.run([cc, *FLAGS, str(SRC), "-o", tmp, "-lm"], capture_output=True, text=True)
+        res = subprocess.run([cc, *FLAGS, *map(str, SRCS), "-o", tmp, "-lm"], capture_output=True, text=True)
         if res.returncode != 0:
-            raise NativeUnavailable(f"compiling {SRC} with {cc} failed:\n{res.stderr.strip()[-2000:]}")
+            raise NativeUnavailable(f"compiling {', '.join(map(str, SRCS))} with {cc} failed:\n{res.stderr.strip()[-2000:]}")
         os.replace(tmp, out)
     finally:
         if os.path.exists(tmp):
@@ -87,6 +90,9 @@ def load() -> ctypes.CDLL:
         i64, f32, i32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_int32, ctypes.c_void_p
         f.argtypes = [i64, i64] + [ptr] * 8 + [ptr, ptr, i32, i64, i64, ptr, ptr, ptr, f32, i64, f32, i64, f32,
                                                i64, f32, ptr, i64, i64, i64, i32]
+        f.restype = None
+        f = lib.ttlab_contacts
+        f.argtypes = [i64, i64] + [ptr] * 9 + [i32, i64, i64, ptr, ptr, ptr, f32, i64, f32, i64, f32, ptr, ptr, i32]
         f.restype = None
         _lib = lib
         return lib
@@ -150,3 +156,26 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
         float(grid.cell), grid.num_seg_slots, inv, partner_slots, float(partner_radius), road_slots,
         float(road_radius * inv), _ptr(obs), obs_dim, partner_offset, road_offset, torch.get_num_threads())
     return obs  # (E, A, obs_dim)
+
+
+def contacts(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tensor, heading: torch.Tensor,
+             length: torch.Tensor, width: torch.Tensor, visible: torch.Tensor, *,
+             candidates: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """contact.contacts on the native kernel: collided, offroad (E, A) bool, CPU tensors only."""
+    lib = load()
+    if x.device.type != "cpu":
+        raise ValueError(f"the native contact kernel runs on CPU tensors, got {x.device}")
+    E, A = x.shape
+    f32 = [t.contiguous().float() for t in (x, y, heading, length, width)]
+    vis = visible.contiguous().to(torch.uint8)
+    sc = scene.contiguous().long()
+    cand = grid.edge_cand.contiguous()
+    seg, org = grid.seg_table.contiguous().float(), grid.origin.contiguous().float()
+    gx, gy = grid.gx.contiguous().long(), grid.gy.contiguous().long()
+    collided = torch.empty(E, A, dtype=torch.bool)
+    offroad = torch.empty(E, A, dtype=torch.bool)
+    lib.ttlab_contacts(
+        E, A, *(_ptr(t) for t in f32), _ptr(vis), _ptr(sc), _ptr(seg), _ptr(cand), int(cand.dtype == torch.int32),
+        cand.shape[1], cand.shape[2], _ptr(org), _ptr(gx), _ptr(gy), float(grid.cell), grid.num_seg_slots,
+        float(grid.pos_scale), candidates, COLLISION_RADIUS, _ptr(collided), _ptr(offroad), torch.get_num_threads())
+    return collided, offroad
