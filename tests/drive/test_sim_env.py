@@ -267,3 +267,22 @@ def test_init_steps_start_from_logged_state():
     env.reset()
     assert torch.equal(env.state.x[0], torch.as_tensor(sc.pos[:, 10, 0]))
     assert int(env.t[0]) == 10
+
+
+def test_progress_shaping_pays_metres_gained_toward_the_goal():
+    pool = pad_pool([straight_road(4, seed=i) for i in range(2)])
+    plain = DriveEnv(EnvConfig(num_envs=2, max_agents=4), pool, seed=0)
+    shaped = DriveEnv(EnvConfig(num_envs=2, max_agents=4, reward_progress=0.1), pool, seed=0)
+    plain.reset(), shaped.reset()
+    for _ in range(5):
+        st = shaped.state
+        d0 = torch.hypot(st.x - st.goal_x, st.y - st.goal_y)
+        ego = (st.role == POLICY) & ~st.removed & ~st.stopped
+        r0, r1 = plain.step(coast(plain)).reward, shaped.step(coast(shaped)).reward
+        new = shaped.state
+        d1 = torch.hypot(new.x - st.goal_x, new.y - st.goal_y)
+        gained = torch.where(ego, d0 - d1, torch.zeros_like(d0))
+        torch.testing.assert_close(r1 - r0, 0.1 * gained, rtol=0, atol=1e-5)
+        assert (gained[ego] > 0).any()  # coasting down the lane gets closer to the goal
+    with pytest.raises(ValueError, match="reward_progress"):
+        EnvConfig(hidden_goal=True, reward_progress=0.1).validate()

@@ -51,7 +51,13 @@ from ttlab.drive.sim.observe import (
     make_layout,
     observe,
 )
-from ttlab.drive.sim.reward import candidate_reached, draw_weights, goal_reached, step_reward
+from ttlab.drive.sim.reward import (
+    candidate_reached,
+    draw_weights,
+    goal_reached,
+    progress_to_goal,
+    step_reward,
+)
 from ttlab.drive.sim.state import EXPERT, POLICY, PoolView, SimState
 from ttlab.drive.trials import TrialMetrics, trial_end_flags
 
@@ -97,6 +103,10 @@ class EnvConfig:
     """Reward per tick in collision."""
     reward_offroad: float = -0.5
     """Reward per tick offroad."""
+    reward_progress: float = 0.0
+    """Potential-based shaping: this times the metres the ego got closer to its goal this tick (Ng et al.
+    1999: a potential difference, so it leaves the optimal policy unchanged for gamma -> 1). 0 = off.
+    Not allowed with hidden_goal (it would give the hidden goal away)."""
     reward_conditioning: bool = False
     """Draw per-agent (goal, collision, offroad) weights per episode in [rc_lb, rc_ub]; show them in obs."""
     rc_lb: tuple[float, float, float] = (0.5, -1.0, -1.0)
@@ -146,6 +156,9 @@ class EnvConfig:
         check("offroad_behavior", self.offroad_behavior, EVENT_BEHAVIOURS)
         check("control_mode", self.control_mode, ("all", "ego_only", "replay"))
         check("backend", self.backend, ("auto", "native", "torch"))
+        if self.hidden_goal and self.reward_progress:
+            raise ValueError("EnvConfig.reward_progress must be 0 with hidden_goal=True: shaping toward the true "
+                             "goal would reveal it")
         for name in ("num_envs", "max_agents", "k_trials", "trial_length", "episode_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"EnvConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -372,6 +385,8 @@ class DriveEnv:
         coll_ev = collided & in_play
         off_ev = offroad & in_play
         reward = step_reward(self.weights, reached, coll_ev, off_ev) * in_play  # (E, A)
+        if cfg.reward_progress:
+            reward = reward + cfg.reward_progress * progress_to_goal(st.x, st.y, x, y, st.goal_x, st.goal_y) * in_play
 
         # 6. per-event behaviours
         remove_now = wrong.clone()

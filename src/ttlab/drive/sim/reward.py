@@ -1,6 +1,7 @@
 """Goal tests and the per-step reward (pure functions).
 
-reward = w_goal * reached + w_collision * collided + w_offroad * offroad, per agent, where the weights
+reward = w_goal * reached + w_collision * collided + w_offroad * offroad [+ w_progress * metres gained
+toward the goal, potential-based shaping, EnvConfig.reward_progress], per agent, where the weights
 are either the config's fixed weights or per-agent reward-conditioning weights drawn per episode
 uniformly in [lb, ub] (and shown to the policy in its ego features).
 """
@@ -31,6 +32,12 @@ def step_reward(weights: torch.Tensor, reached: torch.Tensor, collided: torch.Te
     """weights (E, A, 3) = (goal, collision, offroad); events (E, A) bool -> reward (E, A) float32."""
     ev = torch.stack([reached, collided, offroad], dim=-1).float()  # (E, A, 3)
     return (weights * ev).sum(-1)
+
+
+def progress_to_goal(x0: torch.Tensor, y0: torch.Tensor, x1: torch.Tensor, y1: torch.Tensor, gx: torch.Tensor,
+                     gy: torch.Tensor) -> torch.Tensor:
+    """Metres closer to the goal (gx, gy) after moving from (x0, y0) to (x1, y1): d0 - d1, elementwise."""
+    return torch.hypot(x0 - gx, y0 - gy) - torch.hypot(x1 - gx, y1 - gy)
 
 
 def draw_weights(lb: tuple[float, float, float], ub: tuple[float, float, float], seed: int,
