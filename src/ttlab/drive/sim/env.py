@@ -260,10 +260,13 @@ class DriveEnv:
         want = self.cfg.backend
         if want == "torch":
             return "torch"
-        if self.device.type != "cpu" or not native.supports(self.grid, self.cfg.road_slots):
+        cfg = self.cfg
+        if self.device.type != "cpu" or not native.supports(self.grid, cfg.road_slots, cfg.partner_slots,
+                                                            cfg.collision_candidates):
             if want == "native":
-                raise ValueError(f"EnvConfig.backend='native' needs a CPU device and a grid with at most "
-                                 f"road_slots candidates per cell (device {self.device})")
+                raise ValueError(f"EnvConfig.backend='native' needs a CPU device (got {self.device}), at most "
+                                 f"{native.MAX_CANDIDATES} road and partner slots and at most "
+                                 f"{native.MAX_COLLISION_CANDIDATES} collision candidates")
             return "torch"
         try:
             native.load()

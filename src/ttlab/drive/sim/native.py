@@ -30,7 +30,8 @@ from ttlab.drive.sim.observe import ego_features
 
 SRCS = [Path(__file__).with_name("csrc") / name for name in ("observe.c", "contact.c")]
 FLAGS = ["-O3", "-std=c99", "-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-ffp-contract=off"]
-MAX_CANDIDATES = 1024  # the kernel's per-agent candidate buffer
+MAX_CANDIDATES = 1024  # observe.c: per-agent road-candidate and nearest-partner buffers
+MAX_COLLISION_CANDIDATES = 64  # contact.c: MAX_KC
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _error: str | None = None
@@ -106,10 +107,13 @@ def available() -> bool:
         return False
 
 
-def supports(grid: RoadGrid, road_slots: int) -> bool:
-    """Whether the kernel covers this grid (it keeps candidates in cell order, so it needs Kc <= slots)."""
+def supports(grid: RoadGrid, road_slots: int, partner_slots: int, collision_candidates: int) -> bool:
+    """Whether the kernels cover this configuration: road candidates are kept in cell order, so Kc <= slots;
+    the per-agent selection buffers hold MAX_CANDIDATES partners and MAX_COLLISION_CANDIDATES colliders."""
     kc = grid.cell_cand.shape[2]
-    return kc <= road_slots and kc <= MAX_CANDIDATES and grid.cell_cand.dtype in (torch.int16, torch.int32)
+    return (kc <= road_slots and kc <= MAX_CANDIDATES and partner_slots <= MAX_CANDIDATES
+            and collision_candidates <= MAX_COLLISION_CANDIDATES
+            and grid.cell_cand.dtype in (torch.int16, torch.int32))
 
 
 def _ptr(t: torch.Tensor) -> int:
