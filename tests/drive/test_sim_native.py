@@ -1,5 +1,6 @@
-"""The native CPU observation kernel (csrc/observe.c) against the torch reference (observe.py)."""
+"""The native CPU kernels (csrc/observe.c, csrc/contact.c) against the torch reference (observe.py, contact.py)."""
 
+import ctypes
 from pathlib import Path
 
 import pytest
@@ -8,8 +9,8 @@ import torch
 from ttlab.drive.scenarios import build_pool, generate, generate_pool_scenarios
 from ttlab.drive.scenarios.waymo_json import load_scenario
 from ttlab.drive.sim import native
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
 from ttlab.drive.sim.contact import contacts
+from ttlab.drive.sim.env import DriveEnv, EnvConfig
 from ttlab.drive.sim.observe import observe
 
 CARLA = Path(__file__).resolve().parents[3] / "shared" / "data" / "carla_town02_womd.json"
@@ -137,6 +138,17 @@ def test_reuse_obs_writes_one_buffer():
     fresh = DriveEnv(EnvConfig(num_envs=2, max_agents=6), pool, seed=0)
     assert torch.equal(fresh.reset(), first)
     assert torch.equal(fresh.step(torch.full((2, 6), 45)).obs, o1)
+
+
+def test_fresh_build_into_an_empty_cache(tmp_path, monkeypatch):
+    """The build step itself (the dev cache is usually warm): compiles, names the .so by hash, reuses it."""
+    monkeypatch.setenv("TTLAB_CACHE", str(tmp_path))
+    so = native.build()
+    assert so.parent == tmp_path / "native" and so.suffix == ".so" and so.stat().st_size > 0
+    lib = ctypes.CDLL(str(so))
+    assert hasattr(lib, "ttlab_observe_partner_road") and hasattr(lib, "ttlab_contacts")
+    mtime = so.stat().st_mtime_ns
+    assert native.build() == so and so.stat().st_mtime_ns == mtime  # cached: not rebuilt
 
 
 def test_build_failure_names_the_compiler(tmp_path, monkeypatch):
