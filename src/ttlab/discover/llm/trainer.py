@@ -211,9 +211,11 @@ class Trainer:
                                     betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
         self.rng = np.random.default_rng(cfg.seed)
         self.step_idx = 0
+        self._last_checkpoint_s = 0.0
         self.tree = self._new_tree()
         if cfg.resume and (self.run.checkpoints / "LATEST").exists():
             self.load()
+            self._drop_metrics_after(self.step_idx)
         elif cfg.resume:
             log(f"--resume: no checkpoint in {self.run.checkpoints}, starting fresh")
         self.limits = Limits(wall_s=cfg.program_budget_s + cfg.grace_s, memory_mb=cfg.memory_mb)
@@ -313,16 +315,35 @@ class Trainer:
         m = self.logger.scalars(m, self.step_idx)  # the step's one host sync
         if m.get("learn/samples", 0) > 0:
             m["perf/train_tokens_per_s"] = m["learn/tokens"] / max(t_learn, 1e-9)
-        t0 = time.perf_counter()
-        self.save()
-        m["time/checkpoint_s"] = time.perf_counter() - t0
+        m["time/checkpoint_s"] = self._last_checkpoint_s  # the previous step's save (this one follows the log)
         m["time/step_s"] = time.perf_counter() - t_start
         m["step"] = self.step_idx
+        # the metrics line goes first: a kill between the two leaves a line whose step is redone on --resume
+        # (and its stale line dropped by load()), never a saved step without its line
         with open(self.run.file("metrics.jsonl"), "a") as f:
             f.write(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in m.items()}) + "\n")
+        t0 = time.perf_counter()
+        self.save()
+        self._last_checkpoint_s = time.perf_counter() - t0
         return m
 
     # ---- checkpoints ---------------------------------------------------------------------------
+    def _drop_metrics_after(self, step: int) -> None:
+        """On resume: drop metrics lines of steps after the checkpoint (logged, then killed before the save)."""
+        path = self.run.file("metrics.jsonl")
+        if not path.exists():
+            return
+        def kept(line: str) -> bool:
+            try:
+                return json.loads(line).get("step", 0) <= step
+            except json.JSONDecodeError:  # a line torn by the kill
+                return False
+
+        lines = path.read_text().splitlines()
+        keep = [x for x in lines if x.strip() and kept(x)]
+        if len(keep) != len(lines):
+            atomic_write_text(path, "".join(x + "\n" for x in keep))
+
     def save(self) -> Path:
         """`checkpoints/step_NNNNNN` (atomic pair), then `LATEST` -> it, then prune and export."""
         name = f"step_{self.step_idx:06d}"
