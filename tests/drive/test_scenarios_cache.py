@@ -67,18 +67,26 @@ def test_cache_keeps_optional_fields(tmp_path):
 def test_convert_cli_skips_bad_files_by_name(src, tmp_path, capsys):
     (src / "d_broken.json").write_text("{not json")
     bad = json.loads((src / "b_inter.json").read_text())
-    bad["objects"][1]["heading"] = bad["objects"][1]["heading"][:-1]
-    (src / "e_short.json").write_text(json.dumps(bad))
+    bad["objects"][1]["heading"][4] = "north"
+    (src / "e_bad.json").write_text(json.dumps(bad))
+    ragged = json.loads((src / "b_inter.json").read_text())
+    ragged["objects"][1]["heading"] = ragged["objects"][1]["heading"][:-1]  # upstream pads it: repaired
+    (src / "f_ragged.json").write_text(json.dumps(ragged))
     out = tmp_path / "cache"
     assert convert_main([str(src), str(out), "--workers", "1"]) == 1  # bad files make the exit code 1 ...
     err = capsys.readouterr().err
     assert "d_broken.json: not valid JSON" in err
-    assert "e_short.json: objects[1].heading: expected" in err
-    assert len(load_cache(out)) == 3  # ... but the good files are converted
+    assert "e_bad.json: objects[1].heading[4]: expected a number" in err
+    assert "scene repaired (1 repair(s)): f_ragged.json" in err
+    assert "f_ragged.json: objects[1].heading: 90 entries, steps 90..90 padded as invalid" in err
+    assert len(load_cache(out)) == 4  # ... but the good and the repaired files are converted
     assert convert_main([str(src), str(out), "--workers", "2", "--shard-size", "2", "--skip-bad"]) == 0
     captured = capsys.readouterr()
-    assert "converted 3/5 scenes" in captured.out and "2 bad file(s) skipped" in captured.out
-    assert len(load_cache(out)) == 3
+    assert "converted 4/6 scenes" in captured.out and "1 repaired, 2 bad file(s) skipped" in captured.out
+    assert len(load_cache(out)) == 4
+    assert convert_main([str(src), str(out), "--workers", "1", "--skip-bad", "--strict"]) == 0
+    captured = capsys.readouterr()
+    assert "converted 3/6 scenes" in captured.out and "f_ragged.json: objects[1].heading: 90 entries" in captured.err
     assert convert_main([str(tmp_path / "missing"), str(out)]) == 2
 
 

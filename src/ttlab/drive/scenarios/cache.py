@@ -117,25 +117,35 @@ def load_cache(root: str | Path) -> list[Scenario]:
     return scenes
 
 
-def _convert_shard(files: list[str], out: str, tolerance: float) -> tuple[str, list[dict], list[tuple[str, str]]]:
-    """Worker: load a list of JSON files, write the good ones to `out`; return (shard, entries, bad)."""
+def _convert_shard(files: list[str], out: str, tolerance: float, strict: bool = False
+                   ) -> tuple[str, list[dict], list[tuple[str, str]], list[tuple[str, list[str]]]]:
+    """Worker: load a list of JSON files, write the good ones to `out`.
+
+    Returns (shard, entries, bad, repaired): repaired lists (file, repair notes) of files read leniently."""
+    import warnings
+
     from ttlab.drive.scenarios.waymo_json import ScenarioFormatError, load_scenario
 
-    good, srcs, bad = [], [], []
+    good, srcs, bad, repaired = [], [], [], []
     for f in files:
         try:
-            good.append(load_scenario(f, tolerance=tolerance))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the repairs are returned and reported by the caller
+                sc = load_scenario(f, tolerance=tolerance, strict=strict)
+            good.append(sc)
             srcs.append(Path(f).name)
+            if sc.metadata.get("repairs"):
+                repaired.append((Path(f).name, list(sc.metadata["repairs"])))
         except (ScenarioFormatError, OSError, ValueError) as e:
             bad.append((Path(f).name, str(e)))
     entries = write_shard(good, Path(out)) if good else []
     for e, s in zip(entries, srcs, strict=True):
         e["source"] = s
-    return Path(out).name, entries, bad
+    return Path(out).name, entries, bad, repaired
 
 
 def convert(src: str | Path, out: str | Path, workers: int = 1, shard_size: int = 64, tolerance: float = 0.1,
-            on_progress: Callable[[int], None] | None = None) -> dict:
+            on_progress: Callable[[int], None] | None = None, strict: bool = False) -> dict:
     """Convert every *.json under `src` into a cache at `out`. Returns the index (with its 'bad' list).
 
     workers > 1 converts shards in a process pool. The index is written last, atomically."""
@@ -151,24 +161,26 @@ def convert(src: str | Path, out: str | Path, workers: int = 1, shard_size: int 
     results = {}
     if workers <= 1:
         for fs, o in jobs:
-            results[o] = _convert_shard(fs, o, tolerance)
+            results[o] = _convert_shard(fs, o, tolerance, strict)
             if on_progress:
                 on_progress(len(fs))
     else:
         with ProcessPoolExecutor(max_workers=workers) as ex:
-            futs = {ex.submit(_convert_shard, fs, o, tolerance): (fs, o) for fs, o in jobs}
+            futs = {ex.submit(_convert_shard, fs, o, tolerance, strict): (fs, o) for fs, o in jobs}
             for fut in as_completed(futs):
                 fs, o = futs[fut]
                 results[o] = fut.result()
                 if on_progress:
                     on_progress(len(fs))
-    scenes, bad = [], []
+    scenes, bad, repaired = [], [], []
     for _, o in jobs:  # index in file order, whatever order the workers finished in
-        shard, entries, b = results[o]
+        shard, entries, b, r = results[o]
         scenes += [{**e, "shard": shard} for e in entries]
         bad += b
+        repaired += r
     index = {"format": FORMAT, "version": VERSION, "source": str(src), "tolerance": tolerance,
-             "scenes": scenes, "bad": [list(x) for x in bad]}
+             "scenes": scenes, "bad": [list(x) for x in bad],
+             "repaired": [[name, notes] for name, notes in repaired]}
     tmp = out / (INDEX + ".tmp")
     tmp.write_text(json.dumps(index, indent=1))
     os.replace(tmp, out / INDEX)

@@ -30,6 +30,9 @@ class ConvertConfig:
     """Ramer-Douglas-Peucker tolerance (m) for road polylines."""
     skip_bad: bool = False
     """Accept malformed files (reported and skipped, exit 0); without it they still are skipped but exit 1."""
+    strict: bool = False
+    """Treat as malformed every file that needs a repair (by default the quirks PufferDrive's converter reads,
+    such as ragged per-step arrays or missing optional fields, are repaired the same way and each is reported)."""
 
 
 def presets() -> dict:
@@ -53,13 +56,18 @@ def main(argv: list[str]) -> int:
         return 2
     t0 = time.perf_counter()
     with progress(n, "convert") as bar:
-        index = convert(cfg.src, cfg.out, cfg.workers, cfg.shard_size, cfg.tolerance, on_progress=bar.advance)
+        index = convert(cfg.src, cfg.out, cfg.workers, cfg.shard_size, cfg.tolerance, on_progress=bar.advance,
+                        strict=cfg.strict)
     dt = time.perf_counter() - t0
     bad = index["bad"]
+    for name, notes in index.get("repaired", []):
+        shown = notes[:5]
+        more = f"\n  ... and {len(notes) - len(shown)} more (index.json 'repaired')" if len(notes) > len(shown) else ""
+        print(f"scene repaired ({len(notes)} repair(s)): {name}\n  " + "\n  ".join(shown) + more, file=sys.stderr)
     for name, err in bad:
         print(f"bad scene skipped: {err if err.startswith(name) else f'{name}: {err}'}", file=sys.stderr)
     print(f"converted {len(index['scenes'])}/{n} scenes to {cfg.out} in {dt:.1f}s "
-          f"({len(bad)} bad file(s) skipped)")
+          f"({len(index.get('repaired', []))} repaired, {len(bad)} bad file(s) skipped)")
     if bad and not cfg.skip_bad:
         print(f"ttlab drive convert: {len(bad)} malformed file(s); rerun with --skip-bad to accept", file=sys.stderr)
         return 1

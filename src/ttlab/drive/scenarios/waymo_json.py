@@ -1,19 +1,31 @@
-"""Loader for the Waymo / GPUDrive JSON scenario format.
+"""Loader for the Waymo / GPUDrive / PufferDrive JSON scenario format.
 
     {"scenario_id": ..., "objects": [{"position": [{"x", "y"}, ...] (T), "velocity": [{"x", "y"}] (T),
       "heading": [...] (T), "valid": [...] (T), "width", "length", "goalPosition": {"x", "y"},
       "type": "vehicle" | "pedestrian" | "cyclist" | ..., "mark_as_expert": bool}, ...],
      "roads": [{"geometry": [{"x", "y"}, ...], "type": "lane" | "road_line" | "road_edge" | "stop_sign" |
-                "crosswalk" | "speed_bump" | "driveway"}, ...], "metadata": {...}}
+                "crosswalk" | "speed_bump" | "driveway", "map_element_id": int}, ...], "metadata": {...}}
 
 Invalid steps carry -1e4 positions; they become valid = False. Road polylines are simplified with
-Ramer-Douglas-Peucker (`tolerance` m) before being cut into segments. Every malformed input raises
-`ScenarioFormatError` whose message starts with "<file>: <field path>: ...".
+Ramer-Douglas-Peucker (`tolerance` m) before being cut into segments.
+
+Leniency follows PufferDrive's converter (`save_map_binary`), which reads the first `trajectory_length`
+entries of every per-step array, pads missing entries (position/velocity/heading 0, valid 0), and takes
+defaults for missing fields (type vehicle, size 0, goal at the origin, road type from `map_element_id`).
+Every file that converter reads, this loader reads too; each repair is named ("<file>: <field path>: ...")
+in one `ScenarioRepairWarning` per file and kept in `Scenario.metadata["repairs"]`. Where our repair is
+safer than upstream's it says so (a step whose position is missing or not finite becomes invalid instead of
+a point at the origin). `strict=True` turns every repair into an error. What upstream cannot read either
+(a value that is not a number, a point or goal that is not an object, a root or `objects` that is not what
+the format says) raises `ScenarioFormatError` whose message starts with "<file>: <field path>: ...".
 """
 
 from __future__ import annotations
 
 import json
+import math
+import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +35,42 @@ from ttlab.drive.scenarios.polyline import rdp, to_segments
 from ttlab.drive.scenarios.types import AGENT_TYPE_ID, AGENT_TYPES, ROAD_TYPE_ID, ROAD_TYPES, Scenario
 
 INVALID = -1e4  # position filler of invalid steps in Waymo-format files
+MAX_LISTED_REPAIRS = 20  # repairs spelled out in one warning; the rest are counted
 
 
 class ScenarioFormatError(ValueError):
     """A scene file that does not follow the format; the message names the file and the field."""
 
 
+class ScenarioRepairWarning(UserWarning):
+    """A scene file the loader read after repairing it as PufferDrive's converter does; names each repair."""
+
+
+def road_type_from_element_id(element_id: int) -> str | None:
+    """Waymo `map_element_id` -> road type name, with the ranges PufferDrive's converter uses."""
+    if 0 <= element_id <= 3:
+        return "lane"
+    if 5 <= element_id <= 13:
+        return "road_line"
+    if 14 <= element_id <= 16:
+        return "road_edge"
+    return {17: "stop_sign", 18: "crosswalk", 19: "speed_bump", 20: "driveway"}.get(element_id)
+
+
 class _Ctx:
-    def __init__(self, name: str):
-        self.name = name
+    """Error and repair bookkeeping for one file."""
+
+    def __init__(self, name: str, strict: bool):
+        self.name, self.strict = name, strict
+        self.repairs: list[str] = []
 
     def fail(self, where: str, what: str) -> ScenarioFormatError:
         return ScenarioFormatError(f"{self.name}: {where}: {what}")
+
+    def repair(self, where: str, what: str) -> None:
+        if self.strict:
+            raise self.fail(where, what + " (strict)")
+        self.repairs.append(f"{self.name}: {where}: {what}")
 
     @staticmethod
     def join(where: str, key: str) -> str:
@@ -45,68 +81,149 @@ class _Ctx:
             raise self.fail(self.join(where, key), "missing field")
         return obj[key]
 
-    def lst(self, obj: dict, key: str, where: str, n: int | None = None) -> list:
+    def lst(self, obj: dict, key: str, where: str) -> list:
         v = self.get(obj, key, where)
         if not isinstance(v, list):
             raise self.fail(self.join(where, key), f"expected a list, got {type(v).__name__}")
-        if n is not None and len(v) != n:
-            raise self.fail(self.join(where, key), f"expected {n} entries, got {len(v)}")
         return v
 
     def num(self, v: Any, where: str) -> float:
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        """A number; a numeric string is read as upstream's float() would, with a repair note."""
+        if isinstance(v, bool) or v is None or isinstance(v, (list, dict)):
+            raise self.fail(where, f"expected a number, got {v!r}")
+        if isinstance(v, str):
+            try:
+                f = float(v)
+            except ValueError:
+                raise self.fail(where, f"expected a number, got {v!r}") from None
+            self.repair(where, f"number given as a string {v!r}, read as {f}")
+            return f
+        if not isinstance(v, (int, float)):
             raise self.fail(where, f"expected a number, got {v!r}")
         return float(v)
 
-    def points(self, pts: list, where: str) -> np.ndarray:
-        """[{x, y}, ...] -> (K, 2) float64; the first bad entry is named."""
-        try:
-            out = np.array([[p["x"], p["y"]] for p in pts], dtype=np.float64).reshape(len(pts), 2)
-            if np.all(np.isfinite(out)) and not any(isinstance(p["x"], (bool, str)) or
-                                                    isinstance(p["y"], (bool, str)) for p in pts):
-                return out
+    def scalar(self, obj: dict, key: str, where: str, default: float) -> float:
+        w = self.join(where, key)
+        if key not in obj:
+            self.repair(w, f"missing field, set to {default} as upstream does")
+            return default
+        f = self.num(obj[key], w)
+        if not math.isfinite(f):
+            self.repair(w, f"not finite ({f}), set to {default}")
+            return default
+        return f
+
+    def per_step(self, obj: dict, key: str, where: str, T: int) -> list | None:
+        """The list `obj[key]` cut or noted against the scene length T; None when the field is missing."""
+        w = self.join(where, key)
+        if key not in obj:
+            self.repair(w, f"missing field, all {T} steps padded as upstream does")
+            return None
+        v = obj[key]
+        if not isinstance(v, list):
+            raise self.fail(w, f"expected a list, got {type(v).__name__}")
+        if len(v) > T:
+            self.repair(w, f"{len(v)} entries, truncated to the scene length {T}")
+            return v[:T]
+        if len(v) < T:
+            self.repair(w, f"{len(v)} entries, steps {len(v)}..{T - 1} padded as invalid")
+        return v
+
+    def points(self, pts: list | None, where: str, T: int, step_field: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """[{x, y}, ...] -> (T, 2) float64 and (T,) ok: padded, missing or non-finite entries are not ok.
+
+        step_field: the repair note says the step becomes invalid (positions); otherwise it is read as 0."""
+        fix = "the step is marked invalid" if step_field else "read as 0.0"
+        out = np.zeros((T, 2), np.float64)
+        ok = np.zeros(T, bool)
+        if not pts:
+            return out, ok
+        try:  # fast path: every entry a {x, y} of plain finite numbers
+            if not any(isinstance(p["x"], (bool, str)) or isinstance(p["y"], (bool, str)) for p in pts):
+                arr = np.array([[p["x"], p["y"]] for p in pts], dtype=np.float64).reshape(len(pts), 2)
+                if np.all(np.isfinite(arr)):
+                    out[:len(pts)], ok[:len(pts)] = arr, True
+                    return out, ok
         except (KeyError, TypeError, ValueError):
             pass
         for i, p in enumerate(pts):
             if not isinstance(p, dict):
                 raise self.fail(f"{where}[{i}]", f"expected an object {{x, y}}, got {p!r}")
-            for k in ("x", "y"):
+            good = True
+            for j, k in enumerate(("x", "y")):
                 if k not in p:
-                    raise self.fail(f"{where}[{i}].{k}", "missing field")
-                v = self.num(p[k], f"{where}[{i}].{k}")
-                if not np.isfinite(v):
-                    raise self.fail(f"{where}[{i}].{k}", f"expected a finite number, got {v!r}")
-        raise self.fail(where, "could not read the points")
+                    self.repair(f"{where}[{i}].{k}", f"missing field; {fix}" +
+                                (" (upstream reads 0.0 there)" if step_field else " as upstream does"))
+                    good = False
+                    continue
+                f = self.num(p[k], f"{where}[{i}].{k}")
+                if not math.isfinite(f):
+                    self.repair(f"{where}[{i}].{k}", f"not finite ({f}); {fix}")
+                    good = False
+                    continue
+                out[i, j] = f
+            ok[i] = good
+        return out, ok
 
-    def numbers(self, vals: list, where: str) -> np.ndarray:
-        for i, v in enumerate(vals):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise self.fail(f"{where}[{i}]", f"expected a number, got {v!r}")
-        return np.asarray(vals, dtype=np.float64)
+    def numbers(self, vals: list | None, where: str, T: int) -> tuple[np.ndarray, np.ndarray]:
+        """[...] -> (T,) float64 and (T,) ok (padded or non-finite entries are not ok)."""
+        out = np.zeros(T, np.float64)
+        ok = np.zeros(T, bool)
+        for i, v in enumerate(vals or []):
+            f = self.num(v, f"{where}[{i}]")
+            if math.isfinite(f):
+                out[i], ok[i] = f, True
+            else:
+                self.repair(f"{where}[{i}]", f"not finite ({f}); the step is marked invalid")
+        return out, ok
 
-    def bools(self, vals: list, where: str) -> np.ndarray:
-        for i, v in enumerate(vals):
-            if not isinstance(v, (bool, int)):
+    def bools(self, vals: list | None, where: str, T: int) -> np.ndarray:
+        """[...] -> (T,) bool; padded entries False (upstream pads valid with 0)."""
+        out = np.zeros(T, bool)
+        for i, v in enumerate(vals or []):
+            if isinstance(v, bool) or (isinstance(v, (int, float)) and math.isfinite(v)):
+                out[i] = bool(int(v))
+            else:
                 raise self.fail(f"{where}[{i}]", f"expected a boolean, got {v!r}")
-        return np.asarray(vals, dtype=bool)
+        return out
+
+
+def _scene_length(objects: list, cx: _Ctx, trajectory_length: int | None) -> int:
+    """The scene's step count: given, or the most common `position` length (ties: the longest)."""
+    if trajectory_length is not None:
+        if trajectory_length < 1:
+            raise ValueError(f"trajectory_length must be >= 1, got {trajectory_length}")
+        return trajectory_length
+    lengths = Counter(len(o["position"]) for o in objects
+                      if isinstance(o, dict) and isinstance(o.get("position"), list) and o["position"])
+    if not lengths:
+        raise cx.fail("objects", "no object has a non-empty position list, so the scene has no length")
+    top = max(lengths.values())
+    return max(n for n, c in lengths.items() if c == top)
 
 
 def parse_scenario(data: Any, name: str = "<scene>", tolerance: float = 0.1,
-                   max_segment_length: float | None = None) -> Scenario:
-    """A decoded JSON document -> Scenario (see the module docstring for the format)."""
-    cx = _Ctx(name)
+                   max_segment_length: float | None = None, trajectory_length: int | None = None,
+                   strict: bool = False) -> Scenario:
+    """A decoded JSON document -> Scenario (see the module docstring for the format and the repairs).
+
+    trajectory_length: steps to keep (upstream uses 91); None = the most common `position` length.
+    strict: refuse the file at its first repair instead of warning."""
+    cx = _Ctx(name, strict)
     if not isinstance(data, dict):
         raise cx.fail("<root>", f"expected a JSON object, got {type(data).__name__}")
     objects = cx.lst(data, "objects", "")
-    roads = cx.lst(data, "roads", "")
+    if "roads" in data:
+        roads = cx.lst(data, "roads", "")
+    else:
+        cx.repair("roads", "missing field, read as no roads as upstream does")
+        roads = []
     if not objects:
         raise cx.fail("objects", "no objects")
-    first = objects[0]
-    if not isinstance(first, dict):
-        raise cx.fail("objects[0]", "expected an object")
-    T = len(cx.lst(first, "position", "objects[0]"))
-    if T < 1:
-        raise cx.fail("objects[0].position", "empty")
+    for i, o in enumerate(objects):
+        if not isinstance(o, dict):
+            raise cx.fail(f"objects[{i}]", f"expected an object, got {type(o).__name__}")
+    T = _scene_length(objects, cx, trajectory_length)
     N = len(objects)
     pos = np.zeros((N, T, 2), np.float32)
     vel = np.zeros((N, T, 2), np.float32)
@@ -118,24 +235,30 @@ def parse_scenario(data: Any, name: str = "<scene>", tolerance: float = 0.1,
     expert = np.zeros(N, bool)
     for i, o in enumerate(objects):
         w = f"objects[{i}]"
-        if not isinstance(o, dict):
-            raise cx.fail(w, f"expected an object, got {type(o).__name__}")
-        p = cx.points(cx.lst(o, "position", w, T), f"{w}.position")
-        v = cx.points(cx.lst(o, "velocity", w, T), f"{w}.velocity")
-        h = cx.numbers(cx.lst(o, "heading", w, T), f"{w}.heading")
-        ok = cx.bools(cx.lst(o, "valid", w, T), f"{w}.valid")
+        p, p_ok = cx.points(cx.per_step(o, "position", w, T), f"{w}.position", T)
+        v, _ = cx.points(cx.per_step(o, "velocity", w, T), f"{w}.velocity", T, step_field=False)
+        h, h_ok = cx.numbers(cx.per_step(o, "heading", w, T), f"{w}.heading", T)
+        ok = cx.bools(cx.per_step(o, "valid", w, T), f"{w}.valid", T)
         filler = (np.abs(p[:, 0] - INVALID) < 1.0) | (np.abs(p[:, 1] - INVALID) < 1.0)
-        pos[i], vel[i], heading[i], valid[i] = p, v, h, ok & ~filler
-        length[i] = cx.num(cx.get(o, "length", w), f"{w}.length")
-        width[i] = cx.num(cx.get(o, "width", w), f"{w}.width")
-        g = cx.get(o, "goalPosition", w)
-        if not isinstance(g, dict):
-            raise cx.fail(f"{w}.goalPosition", f"expected an object {{x, y}}, got {g!r}")
-        goal[i] = cx.points([g], f"{w}.goalPosition")[0]
-        t = cx.get(o, "type", w)
-        if not isinstance(t, str):
-            raise cx.fail(f"{w}.type", f"expected a string, got {t!r}")
-        agent_type[i] = AGENT_TYPE_ID.get(t.lower(), AGENT_TYPE_ID["other"])
+        pos[i], vel[i], heading[i], valid[i] = p, v, h, ok & p_ok & h_ok & ~filler
+        length[i] = cx.scalar(o, "length", w, 0.0)
+        width[i] = cx.scalar(o, "width", w, 0.0)
+        if "goalPosition" in o:
+            g = o["goalPosition"]
+            if not isinstance(g, dict):
+                raise cx.fail(f"{w}.goalPosition", f"expected an object {{x, y}}, got {g!r}")
+            gp, g_ok = cx.points([g], f"{w}.goalPosition", 1)
+            goal[i] = gp[0] if g_ok[0] else 0.0
+        else:
+            cx.repair(f"{w}.goalPosition", "missing field, set to (0, 0) as upstream does")
+        if "type" in o:
+            t = o["type"]
+            if not isinstance(t, str):
+                raise cx.fail(f"{w}.type", f"expected a string, got {t!r}")
+            agent_type[i] = AGENT_TYPE_ID.get(t.lower(), AGENT_TYPE_ID["other"])
+        else:
+            cx.repair(f"{w}.type", "missing field, read as vehicle as upstream does")
+            agent_type[i] = AGENT_TYPE_ID["vehicle"]
         e = o.get("mark_as_expert", False)
         if not isinstance(e, (bool, int)):
             raise cx.fail(f"{w}.mark_as_expert", f"expected a boolean, got {e!r}")
@@ -146,10 +269,27 @@ def parse_scenario(data: Any, name: str = "<scene>", tolerance: float = 0.1,
         w = f"roads[{j}]"
         if not isinstance(r, dict):
             raise cx.fail(w, f"expected an object, got {type(r).__name__}")
-        t = cx.get(r, "type", w)
-        if not isinstance(t, str):
+        t = r.get("type")
+        if t is not None and not isinstance(t, str):
             raise cx.fail(f"{w}.type", f"expected a string, got {t!r}")
-        geom = cx.points(cx.lst(r, "geometry", w), f"{w}.geometry")
+        if t is None or t not in ROAD_TYPE_ID:
+            eid = r.get("map_element_id")
+            by_id = road_type_from_element_id(eid) if isinstance(eid, int) and not isinstance(eid, bool) else None
+            if by_id is not None:
+                cx.repair(f"{w}.type", f"{'missing' if t is None else repr(t)}, read as {by_id!r} from "
+                          f"map_element_id {eid} as upstream does")
+                t = by_id
+            elif t is None:
+                cx.repair(f"{w}.type", "missing field and no usable map_element_id; element skipped")
+                skipped["missing type"] = skipped.get("missing type", 0) + 1
+                continue
+        if "geometry" in r:
+            geom_list = cx.lst(r, "geometry", w)
+        else:
+            cx.repair(f"{w}.geometry", "missing field, read as empty as upstream does")
+            geom_list = []
+        geom, g_ok = cx.points(geom_list, f"{w}.geometry", len(geom_list))
+        geom = geom[g_ok]  # points dropped by a repair are named above
         if t not in ROAD_TYPE_ID or len(geom) == 0:
             key = t if t not in ROAD_TYPE_ID else "empty geometry"
             skipped[key] = skipped.get(key, 0) + 1
@@ -165,6 +305,14 @@ def parse_scenario(data: Any, name: str = "<scene>", tolerance: float = 0.1,
     metadata = {"source": name, "scenario_id": sid, **meta}
     if skipped:
         metadata["skipped_roads"] = skipped
+    if cx.repairs:
+        metadata["repairs"] = list(cx.repairs)
+        shown = cx.repairs[:MAX_LISTED_REPAIRS]
+        more = len(cx.repairs) - len(shown)
+        warnings.warn(ScenarioRepairWarning(
+            f"{name}: read with {len(cx.repairs)} repair(s) as PufferDrive's converter would:\n  "
+            + "\n  ".join(shown) + (f"\n  ... and {more} more (Scenario.metadata['repairs'])" if more else "")),
+            stacklevel=2)
     return Scenario(
         name=str(sid) if sid not in (None, "") else Path(name).stem, pos=pos, heading=heading, vel=vel, valid=valid,
         length=length, width=width, agent_type=agent_type, goal=goal, expert=expert,
@@ -174,8 +322,9 @@ def parse_scenario(data: Any, name: str = "<scene>", tolerance: float = 0.1,
     )
 
 
-def load_scenario(path: str | Path, tolerance: float = 0.1, max_segment_length: float | None = None) -> Scenario:
-    """Read one Waymo/GPUDrive-format JSON file (see `parse_scenario`)."""
+def load_scenario(path: str | Path, tolerance: float = 0.1, max_segment_length: float | None = None,
+                  trajectory_length: int | None = None, strict: bool = False) -> Scenario:
+    """Read one Waymo/GPUDrive/PufferDrive-format JSON file (see `parse_scenario`)."""
     path = Path(path)
     try:
         text = path.read_bytes()
@@ -185,7 +334,7 @@ def load_scenario(path: str | Path, tolerance: float = 0.1, max_segment_length: 
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ScenarioFormatError(f"{path.name}: not valid JSON ({e})") from e
-    return parse_scenario(data, path.name, tolerance, max_segment_length)
+    return parse_scenario(data, path.name, tolerance, max_segment_length, trajectory_length, strict)
 
 
 def scenario_to_json(sc: Scenario) -> dict:
