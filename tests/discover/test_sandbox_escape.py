@@ -7,11 +7,14 @@ process list. A test asserts the attack failed AND the parent got a failed resul
 """
 
 import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import uuid
 from concurrent.futures import Future
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -152,10 +155,10 @@ def test_host_unix_socket_unreachable(pool, tmp_path):
     srv.listen(4)
     srv.settimeout(0.2)
     got = []
+    stop = threading.Event()
 
     def accept():
-        t_end = time.monotonic() + 8
-        while time.monotonic() < t_end:
+        while not stop.is_set():
             try:
                 got.append(srv.accept()[0])
             except OSError:
@@ -175,6 +178,7 @@ def test_host_unix_socket_unreachable(pool, tmp_path):
     try:
         r = _run(pool, code, entry=None)
     finally:
+        stop.set()
         th.join()
         srv.close()
     assert "CONNECTED" not in r.stdout and not got
@@ -261,12 +265,14 @@ def test_deep_tree_links_and_locked_dirs_are_cleaned(tmp_path, layers_off):
     victim.mkdir()
     (victim / "keep.txt").write_text("keep")
     os.chmod(victim, 0o777)
-    base = tmp_path / "base"
-    base.mkdir()
+    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # tmpfs: rmdir on ext4 costs ~4 ms per level
+    base = Path(tempfile.mkdtemp(prefix="ttlab-test-", dir=shm or str(tmp_path)))
     code = f"VICTIM = {str(victim)!r}\n" + TREE + "def solve(p, b, s):\n    return [0.5, 0.5]\n"
     r = run_program(code, limits=Limits(wall_s=20.0, memory_mb=1536), base_dir=str(base), layers_off=layers_off)
     assert r.ok, r.reason
-    assert list(base.iterdir()) == [] and not r.extra.get("cleanup_error")
+    left = list(base.iterdir())
+    shutil.rmtree(base, ignore_errors=True)
+    assert left == [] and not r.extra.get("cleanup_error")
     assert (victim / "keep.txt").read_text() == "keep"  # links were removed, never followed
 
 
