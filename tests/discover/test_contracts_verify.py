@@ -66,6 +66,11 @@ def test_solve_wins_when_both_are_defined_and_entry_can_force_one(pool):
     assert r.status == "error" and "neither solve" in r.reason
 
 
+def test_tracebacks_show_the_program_lines(pool):
+    r = _run(pool, "def solve(p, b, s):\n    x = 1\n    return undefined_name + x\n")
+    assert r.status == "error" and "return undefined_name + x" in r.stderr and 'program.py", line 3' in r.stderr
+
+
 # ---- ttlab discover verify -------------------------------------------------------------------------
 def _verify(tmp_path, capsys, payload, *args):
     f = tmp_path / "out.json"

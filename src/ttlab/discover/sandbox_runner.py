@@ -22,6 +22,7 @@ import base64
 import ctypes
 import inspect
 import json
+import linecache
 import os
 import resource
 import select
@@ -221,8 +222,10 @@ def run_program(req):
     import numpy as np
 
     glb = {"__name__": "__main__", "__builtins__": __builtins__}
+    src = req["code"]
+    linecache.cache["program.py"] = (len(src), None, src.splitlines(True), "program.py")  # tracebacks show lines
     try:
-        exec(compile(req["code"], "program.py", "exec"), glb)
+        exec(compile(src, "program.py", "exec"), glb)
         entry = req.get("entry")
         if not entry:
             data = _script_result()
