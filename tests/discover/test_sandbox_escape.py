@@ -286,3 +286,19 @@ def test_a_missing_layer_is_named_in_a_warning(monkeypatch):
 def test_pool_results_verify_like_before(pool):
     r = _run(pool, OK)
     assert r.ok and get_task("erdos").verify(r.output).valid and np.all(r.output == 0.5)
+
+
+def test_sysv_shared_memory_does_not_outlive_the_run(pool):
+    if not pool.caps["mountns"]:
+        pytest.skip("no private namespaces on this machine")
+    key = int(uuid.uuid4().int % 2**30) + 1
+    code = (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        f"shm = libc.shmget({key}, 8 * 2**20, 0o1666)\n"  # IPC_CREAT | 0666, 8 MiB of RAM outside RLIMIT_AS
+        "print('shmget', shm, ctypes.get_errno())\n"
+    )
+    r = _run(pool, code, entry=None)
+    assert "shmget" in r.stdout and "shmget -1" not in r.stdout  # the segment was created (inside the run)
+    with open("/proc/sysvipc/shm") as f:
+        keys = [int(line.split()[0]) for line in f.readlines()[1:] if line.split()]
+    assert key not in keys

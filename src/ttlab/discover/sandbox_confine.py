@@ -3,7 +3,8 @@
 Applied in the forked child, in this order, before the program's code runs:
 
 1. `private_mounts`: a private mount namespace (unshare CLONE_NEWNS, then / made rprivate so nothing
-   propagates back) with fresh size-capped tmpfs on /tmp, /var/tmp and /dev/shm (gone when the last
+   propagates back) and private IPC and UTS namespaces (SysV shared memory, semaphores, message queues
+   and POSIX mqueues are the run's own and are destroyed with it) with fresh size-capped tmpfs on /tmp, /var/tmp and /dev/shm (gone when the last
    process of the run exits), empty read-only tmpfs over /run (and so /var/run: host Unix sockets, pid
    files), /home and /root, and a new /proc instance with `hidepid=invisible` (other users' processes,
    their command lines included, are not listed).
@@ -95,7 +96,7 @@ def unshare(flags):
 
 def private_mounts(tmp_mb, uid=None):
     """New mount namespace with private tmpfs dirs; returns the program's work dir (inside /tmp)."""
-    unshare(CLONE_NEWNS)
+    unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)  # IPC: SysV shm/sem/msg and mqueues die with the run
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     size = f"size={int(tmp_mb)}m,nr_inodes=16384"
     for d in PRIVATE_TMP:
