@@ -302,3 +302,19 @@ def test_sysv_shared_memory_does_not_outlive_the_run(pool):
     with open("/proc/sysvipc/shm") as f:
         keys = [int(line.split()[0]) for line in f.readlines()[1:] if line.split()]
     assert key not in keys
+
+
+def test_memory_spread_over_many_processes_is_capped_in_aggregate(pool):
+    """RLIMIT_AS is per process: 6 children of 400 MiB each stay under it, but not under the run's cap."""
+    code = (
+        "import os, time\n"
+        "for i in range(6):\n"
+        "    if os.fork() == 0:\n"
+        "        block = b'x' * (400 * 2**20)\n"
+        "        time.sleep(30)\n"
+        "        os._exit(0)\n"
+        "time.sleep(30)\n"
+    )
+    t0 = time.monotonic()
+    r = _run(pool, code, Limits(wall_s=20.0, memory_mb=1536), entry=None)
+    assert r.status == "memory_limit" and "together" in r.reason and time.monotonic() - t0 < 19

@@ -263,6 +263,9 @@ def _classify(head: dict, blobs: list[bytes], limits: Limits) -> SandboxResult:
                 signal=sig, wall_s=wall, leftover_killed=_int(head.get("leftover_killed")) or 0, extra=extra)
     meta = _meta(meta_b)
     error = meta.get("error") if isinstance(meta.get("error"), dict) else None
+    if head.get("memory_killed"):
+        return SandboxResult(False, "memory_limit", f"the run's processes together held more than {limits.memory_mb} MiB "
+                             "resident; process group killed", **base)
     if head.get("timed_out"):
         return SandboxResult(False, "timeout", f"wall-clock limit {limits.wall_s:g}s exceeded; process group killed", **base)
     if sig is not None:

@@ -342,30 +342,64 @@ def _read_channel(fd, cap, tail):
     return bytes(out), size
 
 
-def _wait(pid, wall_s, t0):
-    """Wait for the child until the wall clock; SIGKILL its group past it. Returns (status, timed_out)."""
+PAGE = os.sysconf("SC_PAGE_SIZE")
+RSS_POLL_S = 0.05
+
+
+def tree_rss(root_pid):
+    """Resident bytes of every descendant of `root_pid` (orphans land on the runner, the subreaper)."""
+    total, stack, seen = 0, [root_pid], set()
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            if p != root_pid:
+                with open(f"/proc/{p}/statm") as f:
+                    total += int(f.read().split()[1]) * PAGE
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    stack += [int(c) for c in f.read().split()]
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def _kill_group(pid):
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _wait(pid, wall_s, t0, mem_bytes):
+    """Wait for the child until the wall clock; SIGKILL its group past it, or when the resident memory
+    of all the run's processes together passes `mem_bytes` (RLIMIT_AS is per process). Returns
+    (status, timed_out, memory_killed)."""
     try:
         pfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
         pfd = None
     deadline = t0 + wall_s
+    me = os.getpid()
     try:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                for kill in (os.killpg, os.kill):
-                    try:
-                        kill(pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-                return os.waitpid(pid, 0)[1], True
+                _kill_group(pid)
+                return os.waitpid(pid, 0)[1], True, False
             if pfd is not None:
-                select.select([pfd], [], [], left)
+                select.select([pfd], [], [], min(left, RSS_POLL_S))
             else:
                 time.sleep(min(left, 0.002))
             p, st = os.waitpid(pid, os.WNOHANG)
             if p:
-                return st, False
+                return st, False, False
+            if tree_rss(me) > mem_bytes:
+                _kill_group(pid)
+                return os.waitpid(pid, 0)[1], False, True
     finally:
         if pfd is not None:
             os.close(pfd)
@@ -390,7 +424,7 @@ def handle(req, caps):
         pid = os.fork()
         if pid == 0:
             child_main(req, fds, caps, workdir)
-        status, timed_out = _wait(pid, float(req["wall_s"]), t0)
+        status, timed_out, memory_killed = _wait(pid, float(req["wall_s"]), t0, int(req["mem_bytes"]))
         wall = time.monotonic() - t0
         reaped = sweep(uid)
         cleanup_error = ""
@@ -409,7 +443,7 @@ def handle(req, caps):
     finally:
         for fd in fds:
             os.close(fd)
-    head = {"wall_s": wall, "timed_out": timed_out, "leftover_killed": reaped,
+    head = {"wall_s": wall, "timed_out": timed_out, "memory_killed": memory_killed, "leftover_killed": reaped,
             "returncode": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
             "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
             "sizes": sizes, "lens": [len(b) for b in blobs], "cleanup_error": cleanup_error}
