@@ -88,7 +88,7 @@ def main() -> None:
             for _ in range(max(1, args.programs // block)):
                 lat_b += latency(pb, jb, block)
                 lat_a += latency(pa, ja, block)
-            for _ in range(3):
+            for _ in range(5):
                 eps_b.append(throughput(pb, jb, 30))
                 eps_a.append(throughput(pa, ja, 30))
             caps = pa.caps
