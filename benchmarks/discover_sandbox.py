@@ -66,13 +66,57 @@ def throughput(pool, job, n: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
+def fork_ms(fn, n: int = 40) -> float:
+    """Median ms of fork -> fn() in the child -> exit -> reap."""
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                fn()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts) * 1000.0)
+
+
+def confine_cost() -> dict:
+    """The per-run cost of the confinement layers alone, measured in a fresh process shaped like a runner
+    (numpy + scipy imported; fork cost grows with the parent's mappings). Needs root on Linux x86_64."""
+    out = subprocess.run([sys.executable, __file__, "--confine-cost-only"], capture_output=True, text=True, timeout=300)
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": out.stderr[-300:]}
+
+
+def _confine_cost_here() -> dict:
+    import scipy.optimize  # noqa: F401  (the runner's preload, so fork copies a runner-sized process)
+    from ttlab.discover import sandbox_confine as c
+
+    def layers() -> None:
+        c.private_mounts(64)
+        c.no_new_privs()
+        c.install_seccomp()
+
+    if any(c.probe().values()):
+        return {}
+    return {"fork_only_ms": fork_ms(lambda: None), "fork_plus_layers_ms": fork_ms(layers)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--programs", type=int, default=120, help="programs timed per side for latency")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--base", default="ffb51c4", help="commit of the pre-hardening sandbox")
     ap.add_argument("--out", default="", help="also write the JSON line to this file")
+    ap.add_argument("--confine-cost-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.confine_cost_only:
+        print(json.dumps(_confine_cost_here()))
+        return
     t_start = time.time()
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
@@ -107,6 +151,7 @@ def main() -> None:
     with ThreadPoolExecutor(args.workers) as ex:
         list(ex.map(lambda _: fresh(), range(15)))
     fresh_eps = 15 / (time.perf_counter() - t0)
+    cost = confine_cost()
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     out = {
         "bench": "discover_sandbox", "programs_per_side": len(lat_a), "workers": args.workers, "base": args.base,
@@ -117,6 +162,7 @@ def main() -> None:
         "after_over_before_evals_per_s": float(np.median(eps_a) / np.median(eps_b)),
         "fresh_python_c_p50_ms": pct(fresh_lat, 50), "fresh_python_c_evals_per_s": fresh_eps,
         "after_p50_speedup_vs_fresh": pct(fresh_lat, 50) / pct(lat_a, 50),
+        "confine_cost": cost,
         "isolation": {k: bool(caps.get(k)) for k in ("subreaper", "net_isolated", "uid", "mountns", "seccomp", "no_new_privs")},
         "missing_layers": caps.get("missing", {}),
         "commit": commit, "nproc": os.cpu_count(), "loadavg_start": load0, "loadavg_end": os.getloadavg(),
