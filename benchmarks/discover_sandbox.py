@@ -94,6 +94,7 @@ def confine_cost() -> dict:
 
 def _confine_cost_here() -> dict:
     import scipy.optimize  # noqa: F401  (the runner's preload, so fork copies a runner-sized process)
+
     from ttlab.discover import sandbox_confine as c
 
     def layers() -> None:

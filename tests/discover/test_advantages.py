@@ -5,7 +5,13 @@ import pytest
 from scipy.optimize import brentq
 
 from ttlab.discover.advantages import (
-    entropic_loo, group_advantages, group_rewards, grpo, kl_to_uniform, reachable_target, solve_beta,
+    entropic_loo,
+    group_advantages,
+    group_rewards,
+    grpo,
+    kl_to_uniform,
+    reachable_target,
+    solve_beta,
 )
 
 

@@ -198,7 +198,7 @@ class Runner:
                 return head, []
             lens = head.get("lens")
             if (not isinstance(lens, list) or len(lens) != len(CHANNELS)
-                    or not all(type(n) is int and 0 <= n <= caps[c] for n, c in zip(lens, CHANNELS))):
+                    or not all(type(n) is int and 0 <= n <= caps[c] for n, c in zip(lens, CHANNELS, strict=True))):
                 raise RunnerBroken(f"reply blob sizes {lens!r:.100} out of bounds")
             return head, [self._read_exact(n, deadline) for n in lens]
         except (OSError, ValueError, RunnerBroken) as e:

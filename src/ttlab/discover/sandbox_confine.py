@@ -121,6 +121,16 @@ def no_new_privs():
 _LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 
 
+def _offset(labels, lbl, i):
+    """Jump distance from instruction i to a label (classic BPF jumps forward only, < 256)."""
+    if lbl is None:
+        return 0
+    d = labels[lbl] - i - 1
+    if not 0 <= d < 256:
+        raise ValueError(f"bpf jump to {lbl} out of range")
+    return d
+
+
 def _assemble(prog):
     """prog: list of (op, k, jt_label, jf_label) or ("label", name). Returns packed sock_filter bytes."""
     labels, ins = {}, []
@@ -131,14 +141,7 @@ def _assemble(prog):
             ins.append(item)
     out = b""
     for i, (op, k, jt, jf) in enumerate(ins):
-        def off(lbl):
-            if lbl is None:
-                return 0
-            d = labels[lbl] - i - 1
-            if not 0 <= d < 256:
-                raise ValueError(f"bpf jump to {lbl} out of range")
-            return d
-        out += struct.pack("HBBI", op, off(jt), off(jf), k & 0xFFFFFFFF)
+        out += struct.pack("HBBI", op, _offset(labels, jt, i), _offset(labels, jf, i), k & 0xFFFFFFFF)
     return out, len(ins)
 
 
