@@ -318,3 +318,19 @@ def test_memory_spread_over_many_processes_is_capped_in_aggregate(pool):
     t0 = time.monotonic()
     r = _run(pool, code, Limits(wall_s=20.0, memory_mb=1536), entry=None)
     assert r.status == "memory_limit" and "together" in r.reason and time.monotonic() - t0 < 19
+
+
+def test_host_file_system_is_read_only_to_the_program(pool):
+    if not pool.caps.get("readonly_root"):
+        pytest.skip("no read-only root on this machine")
+    code = (
+        "import os\n"
+        "root = [l.split() for l in open('/proc/self/mountinfo') if l.split()[4] == '/']\n"
+        "print('ROOT', root[-1][5])\n"
+        "for d in ['/', '/var', '/usr/local', '/etc']:\n"
+        "    try:\n        os.open(os.path.join(d, 'pwned'), os.O_CREAT | os.O_WRONLY)\n        print('WROTE', d)\n"
+        "    except OSError as e:\n        print('refused', d, e.errno)\n"
+        "open('/tmp/ok', 'w').write('scratch still works')\nprint('tmp ok')\n"
+    )
+    r = _run(pool, code, entry=None)
+    assert "WROTE" not in r.stdout and "tmp ok" in r.stdout and r.stdout.split("ROOT ")[1].startswith("ro")

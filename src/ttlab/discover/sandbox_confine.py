@@ -7,7 +7,8 @@ Applied in the forked child, in this order, before the program's code runs:
    and POSIX mqueues are the run's own and are destroyed with it) with fresh size-capped tmpfs on /tmp, /var/tmp and /dev/shm (gone when the last
    process of the run exits), empty read-only tmpfs over /run (and so /var/run: host Unix sockets, pid
    files), /home and /root, and a new /proc instance with `hidepid=invisible` (other users' processes,
-   their command lines included, are not listed).
+   their command lines included, are not listed). `readonly_root` then remounts / read-only in that
+   namespace (as a docker read-only root: nothing on the host file system is writable to the program).
 2. `no_new_privs`: PR_SET_NO_NEW_PRIVS (no setuid/file-capability gain across exec).
 3. `install_seccomp`: a hand-written classic-BPF filter (x86_64 only): socket(AF_UNIX) -> EACCES (no
    filesystem or abstract Unix socket anywhere), clone with any CLONE_NEW* flag and unshare/setns ->
@@ -38,7 +39,7 @@ CLONE_NEWNET = 0x40000000
 CLONE_NEW_ANY = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REC, MS_PRIVATE = 0x4000, 1 << 18
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 0x4000, 1 << 18
 
 PR_SET_NO_NEW_PRIVS, PR_GET_NO_NEW_PRIVS, PR_SET_SECCOMP = 38, 39, 22
 SECCOMP_MODE_FILTER = 2
@@ -67,6 +68,7 @@ PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 """Fresh writable tmpfs per run, size-capped."""
 
 _libc = None
+_in_private_ns = False
 
 
 def libc():
@@ -96,8 +98,10 @@ def unshare(flags):
 
 def private_mounts(tmp_mb, uid=None):
     """New mount namespace with private tmpfs dirs; returns the program's work dir (inside /tmp)."""
+    global _in_private_ns
     unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)  # IPC: SysV shm/sem/msg and mqueues die with the run
     mount(None, "/", None, MS_REC | MS_PRIVATE)
+    _in_private_ns = True
     size = f"size={int(tmp_mb)}m,nr_inodes=16384"
     for d in PRIVATE_TMP:
         if os.path.isdir(d) and not os.path.islink(d):
@@ -111,6 +115,16 @@ def private_mounts(tmp_mb, uid=None):
     if uid is not None:
         os.chown(wd, uid, uid)
     return wd
+
+
+def readonly_root():
+    """Remount / read-only in the run's mount namespace (the private tmpfs mounts on top stay writable).
+
+    Refuses unless `private_mounts` succeeded in this process: in the host's namespace it would make the
+    host's root read-only."""
+    if not _in_private_ns:
+        raise OSError(errno.EPERM, "readonly_root: not inside a private mount namespace")
+    mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY)
 
 
 def no_new_privs():
@@ -200,8 +214,8 @@ def probe(tmp_mb=16):
     if pid == 0:
         os.close(r)
         out = {}
-        for name, fn in (("mountns", lambda: private_mounts(tmp_mb)), ("no_new_privs", no_new_privs),
-                         ("seccomp", install_seccomp)):
+        for name, fn in (("mountns", lambda: private_mounts(tmp_mb)), ("readonly_root", readonly_root),
+                         ("no_new_privs", no_new_privs), ("seccomp", install_seccomp)):
             try:
                 fn()
                 out[name] = ""
@@ -226,4 +240,4 @@ def probe(tmp_mb=16):
         got = ast.literal_eval(data.decode())
     except (ValueError, SyntaxError):
         got = {}
-    return {k: got.get(k, "probe child failed") for k in ("mountns", "no_new_privs", "seccomp")}
+    return {k: got.get(k, "probe child failed") for k in ("mountns", "readonly_root", "no_new_privs", "seccomp")}

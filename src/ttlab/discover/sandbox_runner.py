@@ -89,6 +89,7 @@ def setup_runner(layers_off):
         missing["uid"] = "runner is not root: no per-run uid, no NPROC limit"
     return {"subreaper": subreaper, "net_isolated": net, "uid": uid,
             "mountns": "mountns" not in missing, "seccomp": "seccomp" not in missing,
+            "readonly_root": "mountns" not in missing and "readonly_root" not in missing,
             "no_new_privs": "no_new_privs" not in missing, "missing": missing}
 
 
@@ -113,6 +114,8 @@ def child_main(req, fds, caps, workdir):
             preload_modules()  # fresh-interpreter mode: the imports a program may need, before the uid drop
         if caps["mountns"]:
             workdir = sandbox_confine.private_mounts(req["tmp_mb"], uid)
+            if caps["readonly_root"]:
+                sandbox_confine.readonly_root()
         os.chdir(workdir)
         limits = [
             (resource.RLIMIT_AS, req["mem_bytes"]),
