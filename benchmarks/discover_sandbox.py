@@ -99,6 +99,7 @@ def _confine_cost_here() -> dict:
 
     def layers() -> None:
         c.private_mounts(64)
+        c.readonly_root()
         c.no_new_privs()
         c.install_seccomp()
 
@@ -164,7 +165,7 @@ def main() -> None:
         "fresh_python_c_p50_ms": pct(fresh_lat, 50), "fresh_python_c_evals_per_s": fresh_eps,
         "after_p50_speedup_vs_fresh": pct(fresh_lat, 50) / pct(lat_a, 50),
         "confine_cost": cost,
-        "isolation": {k: bool(caps.get(k)) for k in ("subreaper", "net_isolated", "uid", "mountns", "seccomp", "no_new_privs")},
+        "isolation": {k: bool(caps.get(k)) for k in ("subreaper", "net_isolated", "uid", "mountns", "readonly_root", "seccomp", "no_new_privs")},
         "missing_layers": caps.get("missing", {}),
         "commit": commit, "nproc": os.cpu_count(), "loadavg_start": load0, "loadavg_end": os.getloadavg(),
         "wall_s": time.time() - t_start,
