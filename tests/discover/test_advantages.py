@@ -83,6 +83,8 @@ def test_exactly_two_valid_in_64_stays_finite_and_ranked():
     adv, keep = _adv(r, ok)
     assert keep.all() and np.all(np.isfinite(adv)) and adv.max() < 30
     assert adv[1] > adv[0] > adv[2] and np.all(adv[2:] == adv[2])  # best valid > worse valid > failures
+    assert adv[1] == pytest.approx(25.94, abs=0.01) and adv[0] == pytest.approx(2.72, abs=0.01)
+    assert adv[2] == pytest.approx(-0.338, abs=0.001)
     x = group_rewards(np.array(r), np.array(ok))
     np.testing.assert_allclose(adv, _ref_entropic(x, math.log(2)), rtol=1e-7)
 
