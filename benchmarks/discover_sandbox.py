@@ -1,15 +1,27 @@
-"""Sandbox overhead: a trivial numpy program via the pre-forked pool vs a fresh `python -c` per program.
+"""Sandbox overhead before and after the issue-16 hardening, measured in ONE run, plus a fresh `python -c`.
 
-Prints ONE JSON line: p50/p95 per-program latency of each path, and evaluations/s with 2 parallel workers.
+"before" is the pre-hardening sandbox (sandbox.py + sandbox_runner.py at commit --base, extracted from
+git into a temp dir); "after" is the working tree's (memfd channels, private mount namespace, seccomp,
+no_new_privs, strict parsing). Both pools run side by side and are measured in alternating blocks so the
+machine's load (shared, 2 cores) hits both alike. A trivial numpy program is timed end to end
+(submit -> parsed SandboxResult).
+
+Prints ONE JSON line last (also written to benchmarks/results/discover_sandbox.json with --out):
+p50/p95 latency and evaluations/s of each, the after/before ratios, the isolation layers active.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
@@ -17,27 +29,118 @@ from ttlab.discover.sandbox import Job, Limits, SandboxPool
 
 TRIVIAL = "import numpy as np\ndef solve(parent, budget_s, seed):\n    return np.full(16, 0.5)\n"
 PY_C = "import numpy as np; np.save('/dev/null', np.full(16, 0.5))"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def pct(xs: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(xs) * 1000.0, q))
 
 
-def main(n: int = 60, workers: int = 2) -> None:
-    lim = Limits(wall_s=30.0)
-    with SandboxPool(workers, lim) as pool:
-        pool.map([Job(TRIVIAL)] * 4)  # warm up
-        lat = []
-        for _ in range(n):
-            t0 = time.perf_counter()
-            r = pool.submit(Job(TRIVIAL)).result()
-            lat.append(time.perf_counter() - t0)
-            assert r.ok
+def load_before(base: str, tmp: str):
+    """The pre-hardening sandbox module, from git, importable on its own (its runner beside it)."""
+    for name in ("sandbox.py", "sandbox_runner.py"):
+        src = subprocess.run(["git", "-C", str(REPO), "show", f"{base}:src/ttlab/discover/{name}"], check=True,
+                             capture_output=True, text=True).stdout
+        Path(tmp, name).write_text(src)
+    spec = importlib.util.spec_from_file_location("sandbox_before", Path(tmp, "sandbox.py"))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["sandbox_before"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def latency(pool, job, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
         t0 = time.perf_counter()
-        rs = pool.map([Job(TRIVIAL)] * n)
-        pool_eps = n / (time.perf_counter() - t0)
-        assert all(r.ok for r in rs)
-        caps = pool.caps
+        r = pool.submit(job).result(timeout=120)
+        out.append(time.perf_counter() - t0)
+        assert r.ok, r.reason
+    return out
+
+
+def throughput(pool, job, n: int) -> float:
+    t0 = time.perf_counter()
+    futs = [pool.submit(job) for _ in range(n)]
+    assert all(f.result(timeout=300).ok for f in futs)
+    return n / (time.perf_counter() - t0)
+
+
+def fork_ms(fn, n: int = 40) -> float:
+    """Median ms of fork -> fn() in the child -> exit -> reap."""
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                fn()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts) * 1000.0)
+
+
+def confine_cost() -> dict:
+    """The per-run cost of the confinement layers alone, measured in a fresh process shaped like a runner
+    (numpy + scipy imported; fork cost grows with the parent's mappings). Needs root on Linux x86_64."""
+    out = subprocess.run([sys.executable, __file__, "--confine-cost-only"], capture_output=True, text=True, timeout=300)
+    try:
+        return json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": out.stderr[-300:]}
+
+
+def _confine_cost_here() -> dict:
+    import scipy.optimize  # noqa: F401  (the runner's preload, so fork copies a runner-sized process)
+
+    from ttlab.discover import sandbox_confine as c
+
+    def layers() -> None:
+        c.private_mounts(64)
+        c.readonly_root()
+        c.no_new_privs()
+        c.install_seccomp()
+
+    if any(c.probe().values()):
+        return {}
+    return {"fork_only_ms": fork_ms(lambda: None), "fork_plus_layers_ms": fork_ms(layers)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--programs", type=int, default=120, help="programs timed per side for latency")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--base", default="ffb51c4", help="commit of the pre-hardening sandbox")
+    ap.add_argument("--out", default="", help="also write the JSON line to this file")
+    ap.add_argument("--confine-cost-only", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.confine_cost_only:
+        print(json.dumps(_confine_cost_here()))
+        return
+    t_start = time.time()
+    load0 = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        before = load_before(args.base, tmp)
+        lim_b, lim_a = before.Limits(wall_s=30.0), Limits(wall_s=30.0)
+        pb = before.SandboxPool(args.workers, lim_b)
+        pa = SandboxPool(args.workers, lim_a)
+        try:
+            jb, ja = before.Job(TRIVIAL), Job(TRIVIAL)
+            latency(pb, jb, 4), latency(pa, ja, 4)  # warm up
+            lat_b, lat_a, eps_b, eps_a = [], [], [], []
+            block = 10
+            for _ in range(max(1, args.programs // block)):
+                lat_b += latency(pb, jb, block)
+                lat_a += latency(pa, ja, block)
+            for _ in range(5):
+                eps_b.append(throughput(pb, jb, 30))
+                eps_a.append(throughput(pa, ja, 30))
+            caps = pa.caps
+        finally:
+            pb.close()
+            pa.close()
 
     def fresh() -> float:
         t0 = time.perf_counter()
@@ -45,21 +148,33 @@ def main(n: int = 60, workers: int = 2) -> None:
                        env={"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
         return time.perf_counter() - t0
 
-    m = max(10, n // 3)
-    fresh_lat = [fresh() for _ in range(m)]
+    fresh_lat = [fresh() for _ in range(15)]
     t0 = time.perf_counter()
-    with ThreadPoolExecutor(workers) as ex:
-        list(ex.map(lambda _: fresh(), range(m)))
-    fresh_eps = m / (time.perf_counter() - t0)
+    with ThreadPoolExecutor(args.workers) as ex:
+        list(ex.map(lambda _: fresh(), range(15)))
+    fresh_eps = 15 / (time.perf_counter() - t0)
+    cost = confine_cost()
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     out = {
-        "bench": "discover_sandbox", "programs": n, "workers": workers,
-        "prefork_p50_ms": pct(lat, 50), "prefork_p95_ms": pct(lat, 95),
-        "fresh_python_c_p50_ms": pct(fresh_lat, 50), "fresh_python_c_p95_ms": pct(fresh_lat, 95),
-        "prefork_evals_per_s": pool_eps, "fresh_python_c_evals_per_s": fresh_eps,
-        "p50_speedup": pct(fresh_lat, 50) / pct(lat, 50),
-        "isolation": {k: caps.get(k) is not None and caps.get(k) is not False for k in ("subreaper", "net_isolated", "uid")},
+        "bench": "discover_sandbox", "programs_per_side": len(lat_a), "workers": args.workers, "base": args.base,
+        "before_p50_ms": pct(lat_b, 50), "before_p95_ms": pct(lat_b, 95),
+        "after_p50_ms": pct(lat_a, 50), "after_p95_ms": pct(lat_a, 95),
+        "after_over_before_p50": pct(lat_a, 50) / pct(lat_b, 50),
+        "before_evals_per_s": float(np.median(eps_b)), "after_evals_per_s": float(np.median(eps_a)),
+        "after_over_before_evals_per_s": float(np.median(eps_a) / np.median(eps_b)),
+        "fresh_python_c_p50_ms": pct(fresh_lat, 50), "fresh_python_c_evals_per_s": fresh_eps,
+        "after_p50_speedup_vs_fresh": pct(fresh_lat, 50) / pct(lat_a, 50),
+        "confine_cost": cost,
+        "isolation": {k: bool(caps.get(k)) for k in ("subreaper", "net_isolated", "uid", "mountns", "readonly_root", "seccomp", "no_new_privs")},
+        "missing_layers": caps.get("missing", {}),
+        "commit": commit, "nproc": os.cpu_count(), "loadavg_start": load0, "loadavg_end": os.getloadavg(),
+        "wall_s": time.time() - t_start,
     }
-    print(json.dumps(out))
+    line = json.dumps(out)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(line + "\n")
+    print(line)
 
 
 if __name__ == "__main__":

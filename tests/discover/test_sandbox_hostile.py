@@ -110,8 +110,8 @@ def test_writes_outside_its_dir(pool, tmp_path):
     code = f"open({str(target)!r}, 'w').write('x')\n"
     r = _run(pool, code)
     assert not target.exists()
-    if os.geteuid() == 0:
-        assert r.status == "error" and "PermissionError" in r.reason
+    if os.geteuid() == 0:  # not writable to the sandbox uid, or not even visible (private /tmp)
+        assert r.status == "error" and ("PermissionError" in r.reason or "FileNotFoundError" in r.reason)
 
 
 def test_reads_parent_env_secrets(pool):

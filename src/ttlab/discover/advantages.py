@@ -1,15 +1,29 @@
 """Advantage estimators for GRPO-style test-time training (pure functions on numpy arrays).
 
-Samples are grouped by the state id they were proposed from. Within a group:
+Samples are grouped by the state id they were proposed from. A group's rewards are first put on a fixed
+scale, failures included (`group_rewards`):
 
-- `grpo`: A = (r - mean) / (std + eps) over the VALID samples.
-- `entropic`: adaptive-beta leave-one-out. beta solves KL(softmax(beta r) || uniform) = ln 2 by bisection,
-  then A_i = exp(beta r_i) / Z_{-i} - 1 with Z_{-i} = mean_{j != i} exp(beta r_j) (valid samples only).
+- `fail_mode="floor"` (default): valid rewards are mapped affinely onto [0, 1] (worst valid 0, best 1;
+  all valid at 0 when they tie or there is one), and every failure sits at -1, one valid spread below
+  the worst valid sample. Failures rank below every valid sample AND the valid samples keep their own
+  ranking (scoring failures as 0 on the raw scale, as the reference does, makes 2.60 and 2.62 look
+  alike next to the zeros).
+- `fail_mode="zero"` (the paper's reference): failures get raw reward 0, then the group is mapped onto
+  [0, 1].
 
-Failed samples (invalid program/construction) get `fail_advantage` (default -1, the entropic floor) and are
-left OUT of the statistics: scoring them as reward 0 inside the group (the reference) makes the valid
-rewards look alike next to the zeros, so beta collapses and all valid advantages become nearly equal.
-A group is dropped (mask False) when it carries no signal: all failed, or one valid outcome only.
+Then, over the WHOLE group (N samples, failures included):
+
+- `entropic`: beta solves KL(softmax(beta x) || uniform) = target by a bounded bisection, then the
+  leave-one-out advantage A_i = exp(beta x_i) / Z_{-i} - 1, Z_{-i} = mean_{j != i} exp(beta x_j).
+  target = ln 2 (the paper) when reachable; KL saturates at ln(N / #argmax), so for tiny groups or
+  groups where half the samples tie at the top the target is min(ln 2, ln(N / #argmax) / 2). This is
+  what keeps every group shape finite: the previous estimator (valid samples only, beta at its cap when
+  the target was unreachable) gave ~1e13 to one sample of any group with exactly two valid rewards.
+- `grpo`: A = (x - mean) / (std + eps).
+
+Bounds: entropic advantages are >= -1 and, because the KL to uniform is at most ln 2, the top weight is
+bounded away from 1: A <= 7.1 for N = 2, <= 17 for N = 3, ~27 for N = 64 (tests check every shape). A
+group is dropped (mask False) when it carries no signal: all failed, or all valid with one reward.
 """
 
 from __future__ import annotations
@@ -19,7 +33,8 @@ import math
 import numpy as np
 
 LN2 = math.log(2.0)
-BETA_SPREAD_MAX = 30.0
+BETA_MAX = 1e4
+"""Upper end of the beta search on the [0, 1]-scaled rewards (reached only by near-ties at the top)."""
 
 
 def kl_to_uniform(r: np.ndarray, beta: float) -> float:
@@ -31,40 +46,49 @@ def kl_to_uniform(r: np.ndarray, beta: float) -> float:
     return float(math.log(r.size) + np.sum(nz * np.log(nz)))
 
 
-def solve_beta(r: np.ndarray, target: float = LN2, iters: int = 100) -> float:
-    """beta >= 0 with KL(softmax(beta r) || uniform) = target (bisection; KL increases with beta).
-
-    beta is capped at BETA_SPREAD_MAX / spread (weights within e^30 of each other, so every leave-one-out
-    normaliser stays positive); when the target is out of reach (KL saturates at log(N / #argmax) < target,
-    e.g. N = 2) the cap is returned. 0.0 for constant rewards.
-    """
+def reachable_target(r: np.ndarray, target: float = LN2, tol: float = 1e-12) -> float:
+    """min(target, ln(N / #argmax) / 2): the KL a finite beta can reach (0.0 for constant rewards)."""
     r = np.asarray(r, dtype=np.float64)
-    spread = float(r.max() - r.min())
+    spread = float(r.max() - r.min()) if r.size else 0.0
     if r.size < 2 or spread <= 0.0:
         return 0.0
-    lo, hi, cap = 0.0, 1.0 / spread, BETA_SPREAD_MAX / spread
-    while kl_to_uniform(r, hi) < target and hi < cap:
-        hi = min(cap, hi * 2.0)
-    if kl_to_uniform(r, hi) < target:
-        return hi
+    k = int(np.sum(r >= r.max() - tol * spread))
+    return min(target, 0.5 * math.log(r.size / k))
+
+
+def solve_beta(r: np.ndarray, target: float = LN2, iters: int = 60) -> float:
+    """beta >= 0 with KL(softmax(beta r) || uniform) = reachable_target(r, target), by bisection.
+
+    The search runs on r / spread (beta is returned for the original scale) and never leaves
+    [0, BETA_MAX / spread]; 0.0 for constant rewards.
+    """
+    r = np.asarray(r, dtype=np.float64)
+    t = reachable_target(r, target)
+    if t <= 0.0:
+        return 0.0
+    spread = float(r.max() - r.min())
+    x = (r - r.min()) / spread
+    lo, hi = 0.0, 1.0
+    while kl_to_uniform(x, hi) < t and hi < BETA_MAX:
+        hi = min(BETA_MAX, hi * 2.0)
     for _ in range(iters):
         mid = 0.5 * (lo + hi)
-        if kl_to_uniform(r, mid) < target:
+        if kl_to_uniform(x, mid) < t:
             lo = mid
         else:
             hi = mid
-    return 0.5 * (lo + hi)
+    return 0.5 * (lo + hi) / spread
 
 
 def entropic_loo(r: np.ndarray, beta: float | None = None) -> np.ndarray:
-    """A_i = exp(beta r_i) / Z_{-i} - 1 for one group of valid rewards (beta by `solve_beta` if None)."""
+    """A_i = exp(beta r_i) / Z_{-i} - 1 for one group (beta by `solve_beta` if None)."""
     r = np.asarray(r, dtype=np.float64)
     if r.size < 2:
         return np.zeros_like(r)
     b = solve_beta(r) if beta is None else beta
-    w = np.exp(b * (r - r.max()))  # the shift cancels in the ratio
+    w = np.exp(b * (r - r.max()))  # the shift cancels in the ratio; every w in (0, 1]
     z_loo = (w.sum() - w) / (r.size - 1)
-    return w / z_loo - 1.0
+    return w / np.maximum(z_loo, np.finfo(np.float64).tiny) - 1.0
 
 
 def grpo(r: np.ndarray, eps: float = 1e-6) -> np.ndarray:
@@ -72,11 +96,36 @@ def grpo(r: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     return (r - r.mean()) / (r.std() + eps)
 
 
+def group_rewards(r: np.ndarray, ok: np.ndarray, fail_mode: str = "floor", tol: float = 1e-12) -> np.ndarray | None:
+    """One group's rewards on the [-1, 1] (floor) or [0, 1] (zero) scale; None when it carries no signal."""
+    r = np.asarray(r, dtype=np.float64)
+    ok = np.asarray(ok, dtype=bool)
+    if not ok.any():
+        return None  # all failed
+    rv = r[ok]
+    spread = float(rv.max() - rv.min())
+    constant = spread <= tol * float(np.abs(rv).max())  # relative: 1e-300-scale rewards still rank
+    if constant and ok.all():
+        return None  # one outcome only
+    if fail_mode == "floor":
+        x = np.full(r.shape, -1.0)
+        x[ok] = 0.0 if constant else (rv - rv.min()) / spread
+        return x
+    if fail_mode == "zero":
+        raw = np.where(ok, r, 0.0)
+        s = float(raw.max() - raw.min())
+        if s <= tol * float(np.abs(raw).max()):
+            return None  # e.g. valid samples that all score 0
+        return (raw - raw.min()) / s
+    raise ValueError(f"unknown fail_mode {fail_mode!r}; use floor or zero")
+
+
 def group_advantages(rewards: np.ndarray, valid: np.ndarray, group_ids: list, method: str = "entropic",
-                     fail_advantage: float = -1.0, tol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
+                     fail_mode: str = "floor", tol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
     """Advantages for a flat batch. Returns (advantages (B,), keep mask (B,)).
 
-    `rewards` of failed samples are ignored; `group_ids` are the state ids the samples came from.
+    `group_ids` are the state ids the samples came from; rewards of failed samples are ignored
+    (`fail_mode` places them). Every advantage is finite whatever the rewards (1e300 or -1e300 included).
     """
     rewards = np.asarray(rewards, dtype=np.float64)
     valid = np.asarray(valid, dtype=bool)
@@ -84,6 +133,9 @@ def group_advantages(rewards: np.ndarray, valid: np.ndarray, group_ids: list, me
         raise ValueError(f"rewards {rewards.shape}, valid {valid.shape}, group_ids {len(group_ids)} must agree")
     if method not in ("entropic", "grpo"):
         raise ValueError(f"unknown advantage method {method!r}; use entropic or grpo")
+    if fail_mode not in ("floor", "zero"):
+        raise ValueError(f"unknown fail_mode {fail_mode!r}; use floor or zero")
+    valid = valid & np.isfinite(rewards)  # a non-finite reward is a failure, never a statistic
     adv = np.zeros_like(rewards)
     keep = np.zeros(rewards.shape, dtype=bool)
     groups: dict = {}
@@ -91,18 +143,12 @@ def group_advantages(rewards: np.ndarray, valid: np.ndarray, group_ids: list, me
         groups.setdefault(g, []).append(i)
     for idx in groups.values():
         ix = np.asarray(idx)
-        v = ix[valid[ix]]
-        f = ix[~valid[ix]]
-        if v.size == 0:
-            continue  # all failed: no signal
-        rv = rewards[v]
-        constant = float(rv.max() - rv.min()) <= tol * max(1.0, abs(float(rv.max())))
-        if constant and f.size == 0:
-            continue  # constant rewards: no signal
-        if constant or v.size < 2:
-            adv[v] = 0.0
-        else:
-            adv[v] = entropic_loo(rv) if method == "entropic" else grpo(rv)
-        adv[f] = fail_advantage
+        r = rewards[ix]
+        if valid[ix].any():
+            r = r / max(1.0, float(np.abs(r[valid[ix]]).max()))  # overflow-proof spread of huge rewards
+        x = group_rewards(r, valid[ix], fail_mode, tol)
+        if x is None:
+            continue
+        adv[ix] = entropic_loo(x) if method == "entropic" else grpo(x)
         keep[ix] = True
     return adv, keep

@@ -20,31 +20,57 @@ class VerifyConfig:
     task: tyro.conf.Positional[str] = "erdos"
     """erdos | ac1 | ac2 | circle26 | circle32."""
     file: tyro.conf.Positional[Path] = Path("")
-    """JSON (a list, {"h": [...]}, {"construction": [...]}, or an Erdős reference file) or .npy."""
+    """JSON (a list; {"h": [...]}; {"construction": [...]}; the seed/reference program output
+    {"h_values": [...], "c5_bound": ..., "n_points": ...}; an Erdős reference file) or .npy."""
     claim: str = ""
     """Erdős only: a claimed C5 (decimal) to check in exact rational arithmetic."""
+    exact_timeout_s: float = 60.0
+    """Deadline of the exact check (--claim), run in a worker process."""
 
 
-def load_constructions(path: Path) -> list[tuple[str, object, float | None]]:
-    """(name, array-like, published score or None) for every construction in the file."""
+MAX_FILE_BYTES = 64 * 2**20
+"""Largest construction file `verify` reads."""
+
+
+def load_constructions(path: Path) -> list[tuple[str, object, float | None, dict]]:
+    """(name, array-like, published/reported score or None, extra fields) for every construction in the file.
+
+    A reported score (`score`, `c5`, `c5_bound`) is only ever compared with the recomputed one.
+    """
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise ValueError(f"{path}: {path.stat().st_size} bytes, larger than the {MAX_FILE_BYTES} bytes verify reads")
     if path.suffix == ".npy":
-        return [(path.name, np.load(path, allow_pickle=False), None)]
+        from ttlab.discover.sandbox_npy import NpyError, parse_npy
+
+        try:
+            return [(path.name, parse_npy(path.read_bytes(), 10_000_000), None, {})]
+        except NpyError as e:
+            raise ValueError(f"{path}: {e}") from e
     try:
         d = json.loads(path.read_text())
     except ValueError as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from e
     if isinstance(d, list):
-        return [(path.name, d, None)]
+        return [(path.name, d, None, {})]
     if isinstance(d, dict) and "constructions" in d:
-        return [(c.get("name", f"#{i}"), c.get("h", c.get("construction")), c.get("c5", c.get("score")))
+        return [(c.get("name", f"#{i}"), c.get("h", c.get("construction")), c.get("c5", c.get("score")), {})
                 for i, c in enumerate(d["constructions"])]
+    if isinstance(d, dict) and "h_values" in d:
+        return [(path.name, d["h_values"], d.get("c5_bound"), {"n_points": d.get("n_points"), "reported_key": "c5_bound"})]
     if isinstance(d, dict):
         for key in ("construction", "h", "f", "circles"):
             if key in d:
-                return [(path.name, d[key], d.get("score"))]
-    raise ValueError(f"{path}: expected a list, or a dict with 'construction'/'h'/'f'/'circles'/'constructions'")
+                return [(path.name, d[key], d.get("score"), {})]
+    raise ValueError(f"{path}: expected a list, or a dict with 'h_values'/'construction'/'h'/'f'/'circles'/'constructions'")
+
+
+def _as_number(v: object) -> float | None:
+    try:
+        return float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
 
 
 def cmd_verify(argv: list[str]) -> int:
@@ -61,18 +87,34 @@ def cmd_verify(argv: list[str]) -> int:
         print(f"ttlab discover verify: {e}")
         return 2
     bad = 0
-    for name, arr, published in items:
-        res = task.verify(arr, published)
+    for name, arr, published, extra in items:
+        n_points = extra.get("n_points")
+        if n_points is not None and (_as_number(n_points) is None or np.ndim(arr) != 1 or len(arr) != _as_number(n_points)):
+            print(f"{name}: INVALID  n_points={n_points!r} does not match h_values ({np.shape(arr)})")
+            bad += 1
+            continue
+        res = task.verify(arr, _as_number(published))
         line = f"{name}: {'VALID' if res.valid else 'INVALID'}  {res.message}"
+        claimed = _as_number(published)
         if published is not None and res.valid:
-            line += f"  (published {published}, diff {res.score - float(published):+.3e})"
+            what = "reported" if extra.get("reported_key") else "published"
+            line += (f"  ({what} {extra.get('reported_key', 'score')} {published} (not trusted), recomputed "
+                     f"{res.score:.12g}, diff {claimed - res.score:+.3e})" if claimed is not None
+                     else f"  ({what} score {published!r} is not a number)")
         print(line)
         bad += not res.valid
         if cfg.claim and task.name == "erdos" and res.valid:
-            from ttlab.discover.tasks.erdos import check_record
+            from ttlab.discover.tasks.erdos import exact_c5_bounded
 
-            ok, _, msg = check_record(np.asarray(arr, dtype=np.float64), cfg.claim)
-            print(f"  exact check of claim {cfg.claim}: {'HOLDS' if ok else 'FAILS'} ({msg})")
+            c, feasible, msg = exact_c5_bounded(np.asarray(arr, dtype=np.float64), cfg.exact_timeout_s)
+            if c is None:
+                print(f"  exact check of claim {cfg.claim}: NOT DONE ({msg})")
+                bad += 1
+                continue
+            from fractions import Fraction
+
+            ok = feasible and c <= Fraction(cfg.claim)
+            print(f"  exact check of claim {cfg.claim}: {'HOLDS' if ok else 'FAILS'} (exact C5 = {float(c):.15f}; {msg})")
             bad += not ok
     return 1 if bad else 0
 

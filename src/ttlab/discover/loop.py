@@ -24,7 +24,7 @@ from ttlab.discover.advantages import group_advantages
 from ttlab.discover.llm.http_proposer import HTTPConfig, HTTPProposer
 from ttlab.discover.proposers import LibraryProposer, Proposer
 from ttlab.discover.puct import PUCTTree
-from ttlab.discover.sandbox import Job, Limits, SandboxPool
+from ttlab.discover.sandbox import Job, Limits, SandboxPool, batch_deadline_s, result_within
 from ttlab.discover.tasks import get_task
 from ttlab.discover.tasks.base import Task, VerifyResult
 
@@ -101,10 +101,11 @@ def best_record(task: Task, tree: PUCTTree) -> dict:
            "higher_is_better": task.higher_is_better, "best_known": task.best_known,
            "construction": node.array().tolist(), "code": node.code}
     if task.name == "erdos" and res.valid:
-        from ttlab.discover.tasks.erdos import AE_BAR, exact_c5
+        from ttlab.discover.tasks.erdos import AE_BAR, exact_c5_bounded
 
-        c, ok, msg = exact_c5(node.array())
-        out["exact"] = {"c5": float(c), "feasible": ok, "message": msg, "beats_alphaevolve": bool(ok and c < AE_BAR)}
+        c, ok, msg = exact_c5_bounded(node.array())  # worker with a deadline, cached: paid once per new best
+        out["exact"] = {"c5": float(c) if c is not None else None, "feasible": ok, "message": msg,
+                        "beats_alphaevolve": bool(ok and c is not None and c < AE_BAR)}
     return out
 
 
@@ -152,8 +153,9 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print) -
             futs = [pool.submit(Job(p.code, tree.nodes[p.state_id].array(), pb, seed=cfg.seed * 100003 + tree.total + i),
                                 Limits(wall_s=pb + cfg.grace_s, memory_mb=cfg.memory_mb)) for i, p in enumerate(props)]
             rewards, valids, groups, fails = [], [], [], {}
+            deadline = time.monotonic() + batch_deadline_s(len(futs), cfg.workers, Limits(wall_s=pb + cfg.grace_s))
             for p, f in zip(props, futs, strict=True):
-                sr = f.result()
+                sr = result_within(f, deadline - time.monotonic())
                 evals += 1
                 vr = task.verify(sr.output, sr.reported_score) if sr.ok else VerifyResult(False, float("nan"), 0.0, {}, sr.reason)
                 tree.record_expansion(p.state_id)

@@ -1,45 +1,54 @@
 """The hard sandbox: run an untrusted program in an isolated process and hand back plain arrays.
 
-Layering (see `sandbox_runner.py` for what happens inside):
+Layering (see `sandbox_runner.py` and `sandbox_confine.py` for what happens inside):
 
-    run_program / SandboxPool  (this process: temp dir, request, backstop timeout, result parsing)
+    run_program / SandboxPool  (this process: request, deadlines, strict parsing of the reply)
         -> Runner (a `python sandbox_runner.py` process: subreaper, own net namespace, numpy preloaded)
-            -> forked child per program (own session/process group, rlimits, own uid, scrubbed env)
+            -> forked child per program (own session, private mount namespace, rlimits, own uid,
+               no_new_privs, seccomp filter, scrubbed env)
 
-What is isolated (as root, the normal container case): the network (fresh empty net namespace), the
-parent's environment (scrubbed; /proc/<pid>/environ unreadable under the sandbox uid), writes (only the
-program's own temp dir and world-writable dirs such as /tmp are writable to the sandbox uid), processes
-(NPROC per runner uid; every descendant, escaped sessions included, is SIGKILLed and reaped before the
-result is returned), memory (RLIMIT_AS), CPU (RLIMIT_CPU), file sizes (RLIMIT_FSIZE: caps stdout/stderr
-and result files), open files (RLIMIT_NOFILE). Not isolated: reading world-readable files; as non-root the
-uid switch and NPROC are skipped and the network is only cut where user namespaces are allowed. When the
-Python installation is not readable by the sandbox uid (here it lives under /root, mode 0700), a program can
-import only the modules the runner preloads (`sandbox_runner.PRELOAD`: numpy, scipy.*, common stdlib).
-Results come back as `result.npy` loaded with `allow_pickle=False` (never pickle).
+Trust boundary: the program's output (stdout/stderr tails, its result array, its error/claimed score)
+comes back through anonymous files the RUNNER created and holds, framed on the runner's reply pipe; this
+process never opens a path in the program's work dir (which, with the mount namespace, it cannot even
+see). Every wait has a deadline (`Runner.request`, `result_within`); every reply is size-capped and parsed
+strictly (`sandbox_npy.parse_npy`: no np.load, no pickle); anything malformed becomes a failed
+`SandboxResult` (status bad_result / sandbox_error), never an exception here. What each layer does and
+does not isolate: docs/notes/sandbox.md. A layer this machine cannot provide is named in a
+`SandboxWarning` when the pool starts (`caps["missing"]`).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import queue
 import select
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ttlab.discover.sandbox_npy import NpyError, parse_npy
+
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
+CHANNELS = ("stdout", "stderr", "meta", "result")
+META_CAP = 16384
+MAX_HEAD = 65536
+BACKSTOP_S = 30.0
+"""Seconds past a program's wall limit before its runner counts as hung (killed, restarted)."""
+MAX_RESULT_ELEMENTS = 4_000_000
 _SIGNAMES = {int(s): s.name for s in signal.Signals}
+
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,8 @@ class Limits:
     """Process limit for the program's uid (root only)."""
     output_chars: int = 8000
     """stdout/stderr kept (tail) in the result."""
+    tmp_mb: int = 64
+    """Size of each private tmpfs (/tmp, /var/tmp, /dev/shm) of a run, MiB (RAM outside RLIMIT_AS)."""
 
 
 @dataclass
@@ -83,20 +94,23 @@ class SandboxResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _tail(path: Path, n: int) -> str:
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            if size > n:
-                f.seek(size - n)
-            data = f.read(n)
-        txt = data.decode("utf-8", errors="replace")
-        return (f"[... {size - n} bytes truncated ...]\n" + txt) if size > n else txt
-    except OSError:
-        return ""
+
+class SandboxWarning(UserWarning):
+    """A confinement layer is unavailable on this machine (named in the message)."""
 
 
-def _runner_env() -> dict[str, str]:
+_WARNED: set[str] = set()
+
+
+def _warn_missing(caps: dict) -> None:
+    for layer, why in sorted(caps.get("missing", {}).items()):
+        if layer not in _WARNED:
+            _WARNED.add(layer)
+            warnings.warn(f"sandbox: layer {layer!r} unavailable ({why}); see docs/notes/sandbox.md",
+                          SandboxWarning, stacklevel=3)
+
+
+def _runner_env(layers_off: tuple[str, ...] = ()) -> dict[str, str]:
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
@@ -107,43 +121,89 @@ def _runner_env() -> dict[str, str]:
         "VECLIB_MAXIMUM_THREADS": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
+    if layers_off:
+        env["TTLAB_SANDBOX_LAYERS_OFF"] = ",".join(layers_off)
     return env
+
+
+class RunnerBroken(Exception):
+    """The runner died, hung past a deadline, or sent a malformed reply (it is then killed)."""
 
 
 class Runner:
     """One runner process. `preload=True` is the pre-forked zygote (numpy/scipy already imported)."""
 
-    def __init__(self, preload: bool = True, once: bool = False) -> None:
+    def __init__(self, preload: bool = True, once: bool = False, layers_off: tuple[str, ...] = ()) -> None:
         args = [sys.executable, "-s", str(RUNNER)] + ([] if preload else ["--no-preload"]) + (["--once"] if once else [])
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=_runner_env(), cwd="/", start_new_session=True, text=True, bufsize=1)
-        line = self._readline(120.0)
-        if line is None:
-            self.close()
-            raise RuntimeError("sandbox runner did not start (no ready line within 120 s)")
-        self.caps = json.loads(line)
-
-    def _readline(self, timeout: float) -> str | None:
-        assert self.proc.stdout is not None
-        r, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        if not r:
-            return None
-        line = self.proc.stdout.readline()
-        return line or None
-
-    def request(self, req: dict, backstop_s: float) -> dict | None:
-        """Send one request; None when the runner died or hung past the backstop (then it is killed)."""
+                                     env=_runner_env(layers_off), cwd="/", start_new_session=True, bufsize=0)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._in, self._out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
+        os.set_blocking(self._in, False)
+        self._buf = bytearray()
         try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps(req) + "\n")
-            self.proc.stdin.flush()
-            line = self._readline(backstop_s)
-        except (OSError, ValueError):
-            line = None
-        if line is None:
+            self.caps = json.loads(self._read_line(time.monotonic() + 120.0))
+        except (RunnerBroken, ValueError) as e:
             self.close()
-            return None
-        return json.loads(line)
+            raise RuntimeError(f"sandbox runner did not start ({e})") from e
+
+    # ---- framed I/O, every read and write under a deadline ----
+    def _fill(self, deadline: float) -> None:
+        left = deadline - time.monotonic()
+        r = select.select([self._out], [], [], left)[0] if left > 0 else []
+        if not r:
+            raise RunnerBroken("deadline passed")
+        chunk = os.read(self._out, 1 << 20)
+        if not chunk:
+            raise RunnerBroken("runner exited")
+        self._buf += chunk
+
+    def _read_line(self, deadline: float) -> bytes:
+        while b"\n" not in self._buf:
+            if len(self._buf) > MAX_HEAD:
+                raise RunnerBroken("reply header too long")
+            self._fill(deadline)
+        i = self._buf.index(b"\n")
+        if i > MAX_HEAD:
+            raise RunnerBroken("reply header too long")
+        line = bytes(self._buf[:i])
+        del self._buf[:i + 1]
+        return line
+
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        while len(self._buf) < n:
+            self._fill(deadline)
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        return out
+
+    def _write_all(self, data: bytes, deadline: float) -> None:
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RunnerBroken("runner does not read its requests")
+            if select.select([], [self._in], [], left)[1]:
+                view = view[os.write(self._in, view):]
+
+    def request(self, req: dict, backstop_s: float, caps: dict[str, int]) -> tuple[dict, list[bytes]]:
+        """Send one request; (header, blobs). Raises RunnerBroken (after killing the runner) on any fault."""
+        deadline = time.monotonic() + backstop_s
+        try:
+            self._write_all((json.dumps(req) + "\n").encode(), deadline)
+            head = json.loads(self._read_line(deadline))
+            if not isinstance(head, dict):
+                raise RunnerBroken("reply header is not an object")
+            if "runner_error" in head:
+                return head, []
+            lens = head.get("lens")
+            if (not isinstance(lens, list) or len(lens) != len(CHANNELS)
+                    or not all(type(n) is int and 0 <= n <= caps[c] for n, c in zip(lens, CHANNELS, strict=True))):
+                raise RunnerBroken(f"reply blob sizes {lens!r:.100} out of bounds")
+            return head, [self._read_exact(n, deadline) for n in lens]
+        except (OSError, ValueError, RunnerBroken) as e:
+            self.close()
+            raise RunnerBroken(str(e)) from e
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -166,29 +226,57 @@ class Runner:
                 pass
 
 
-def _classify(reply: dict, wd: Path, limits: Limits) -> SandboxResult:
-    rc, sig = reply.get("returncode"), reply.get("signal")
-    out = _tail(wd / "stdout.txt", limits.output_chars)
-    err = _tail(wd / "stderr.txt", limits.output_chars)
-    base = dict(stdout=out, stderr=err, returncode=rc, signal=sig, wall_s=float(reply.get("wall_s", 0.0)),
-                leftover_killed=int(reply.get("leftover_killed", 0)))
-    error = None
-    if (wd / "error.json").is_file() and (wd / "error.json").stat().st_size < 100_000:
-        try:
-            error = json.loads((wd / "error.json").read_text())
-        except (ValueError, OSError):
-            error = None
-    if reply.get("timed_out"):
+def _text(blob: bytes, total: Any, n_chars: int) -> str:
+    """The last `n_chars` characters of an output stream, with a marker when anything was cut."""
+    txt = blob.decode("utf-8", errors="replace")
+    total = total if type(total) is int else len(blob)
+    kept = txt[-n_chars:] if n_chars > 0 else ""
+    cut = total - len(blob) + len(txt.encode("utf-8", errors="replace")) - len(kept.encode("utf-8", errors="replace"))
+    return f"[... {cut} bytes truncated ...]\n{kept}" if cut > 0 else kept
+
+
+def _meta(blob: bytes) -> dict:
+    try:
+        m = json.loads(blob.decode("utf-8", errors="replace")) if blob else {}
+    except ValueError:
+        return {}
+    return m if isinstance(m, dict) else {}
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if type(v) in (int, float) else None
+
+
+def _int(v: Any) -> int | None:
+    return v if type(v) is int else None
+
+
+def _classify(head: dict, blobs: list[bytes], limits: Limits) -> SandboxResult:
+    """Turn a runner reply into a SandboxResult. The blobs are untrusted program output."""
+    out_b, err_b, meta_b, res_b = blobs
+    sizes = head.get("sizes") if isinstance(head.get("sizes"), dict) else {}
+    rc, sig = _int(head.get("returncode")), _int(head.get("signal"))
+    wall = _num(head.get("wall_s")) or 0.0
+    extra: dict[str, Any] = {"cleanup_error": head["cleanup_error"]} if head.get("cleanup_error") else {}
+    n = limits.output_chars
+    base = dict(stdout=_text(out_b, sizes.get("stdout"), n), stderr=_text(err_b, sizes.get("stderr"), n), returncode=rc,
+                signal=sig, wall_s=wall, leftover_killed=_int(head.get("leftover_killed")) or 0, extra=extra)
+    meta = _meta(meta_b)
+    error = meta.get("error") if isinstance(meta.get("error"), dict) else None
+    if head.get("memory_killed"):
+        return SandboxResult(False, "memory_limit", f"the run's processes together held more than {limits.memory_mb} MiB "
+                             "resident; process group killed", **base)
+    if head.get("timed_out"):
         return SandboxResult(False, "timeout", f"wall-clock limit {limits.wall_s:g}s exceeded; process group killed", **base)
     if sig is not None:
         name = _SIGNAMES.get(sig, str(sig))
-        if name == "SIGXCPU" or (name == "SIGKILL" and reply.get("wall_s", 0) >= (limits.cpu_s or limits.wall_s + 1)):
+        if name == "SIGXCPU" or (name == "SIGKILL" and wall >= (limits.cpu_s or limits.wall_s + 1)):
             return SandboxResult(False, "cpu_limit", f"CPU-time limit exceeded ({name})", **base)
         if name == "SIGXFSZ":
             return SandboxResult(False, "output_limit", f"file size limit {limits.fsize_mb} MiB exceeded (output or result too large)", **base)
         return SandboxResult(False, "signal", f"killed by {name}", **base)
-    if isinstance(error, dict):
-        kind, msg = str(error.get("type", "")), str(error.get("message", ""))[:500]
+    if error is not None:
+        kind, msg = str(error.get("type", ""))[:100], str(error.get("message", ""))[:500]
         if kind == "MemoryError":
             return SandboxResult(False, "memory_limit", f"memory limit {limits.memory_mb} MiB exceeded", **base)
         if kind == "SystemExit":
@@ -198,68 +286,88 @@ def _classify(reply: dict, wd: Path, limits: Limits) -> SandboxResult:
         return SandboxResult(False, "error", msg or kind, **base)
     if rc not in (0, None):
         return SandboxResult(False, "exit", f"program exited with code {rc} before returning a result", **base)
-    res = wd / "result.npy"
-    if not res.is_file():
+    res_size = _int(sizes.get("result")) or len(res_b)
+    if res_size > len(res_b):
+        return SandboxResult(False, "bad_result", f"result too large ({res_size} bytes)", **base)
+    if not res_b:
         return SandboxResult(False, "no_result", f"program exited (code {rc}) without returning a result", **base)
-    if res.stat().st_size > limits.fsize_mb * 2**20:
-        return SandboxResult(False, "bad_result", "result file too large", **base)
     try:
-        arr = np.load(res, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        return SandboxResult(False, "bad_result", f"result.npy unreadable without pickle ({type(e).__name__}: {e})"[:300], **base)
-    if not isinstance(arr, np.ndarray):
-        return SandboxResult(False, "bad_result", "result.npy is not a single array", **base)
-    reported = None
-    rp = wd / "reported.json"
-    if rp.is_file() and rp.stat().st_size < 10_000:
-        try:
-            v = json.loads(rp.read_text()).get("score")
-            reported = float(v) if isinstance(v, (int, float)) else None
-        except (ValueError, OSError, AttributeError):
-            reported = None
-    return SandboxResult(True, "ok", "returned an array", output=arr, reported_score=reported, **base)
+        arr = parse_npy(res_b, MAX_RESULT_ELEMENTS)
+    except NpyError as e:
+        return SandboxResult(False, "bad_result", f"result unreadable: {e}"[:300], **base)
+    if meta.get("contract") == "run":
+        n_points = _num(meta.get("n_points"))
+        base["extra"] = {**extra, "contract": "run", "n_points": n_points}
+        if n_points is None or arr.ndim != 1 or n_points != arr.shape[0]:
+            return SandboxResult(False, "bad_result", f"run() returned n_points={meta.get('n_points')!r:.40} but "
+                                 f"h_values has shape {arr.shape}", **base)
+    return SandboxResult(True, "ok", "returned an array", output=arr, reported_score=_num(meta.get("reported")), **base)
 
 
-def _prepare(code: str, parent: np.ndarray | None, base_dir: str | None) -> Path:
-    wd = Path(tempfile.mkdtemp(prefix="ttlab-sbx-", dir=base_dir))
-    (wd / "program.py").write_text(code)
+def _request(code: str, parent: np.ndarray | None, limits: Limits, entry: str | None, budget_s: float, seed: int,
+             base_dir: str | None) -> dict:
+    par = None
     if parent is not None:
-        np.save(wd / "parent.npy", np.asarray(parent, dtype=np.float64), allow_pickle=False)
-    return wd
+        p = np.ascontiguousarray(parent, dtype="<f8")
+        par = {"shape": list(p.shape), "b64": base64.b64encode(p.tobytes()).decode()}
+    return {"code": code, "parent": par, "entry": entry, "budget_s": float(budget_s), "seed": int(seed),
+            "wall_s": limits.wall_s, "cpu_s": limits.cpu_s or (limits.wall_s + 1), "mem_bytes": limits.memory_mb * 2**20,
+            "fsize_bytes": limits.fsize_mb * 2**20, "nofile": limits.nofile, "nproc": limits.nproc,
+            "tmp_mb": limits.tmp_mb, "output_bytes": 4 * limits.output_chars, "result_cap": limits.fsize_mb * 2**20,
+            "base_dir": base_dir}
 
 
-def _request(wd: Path, limits: Limits, entry: str | None, budget_s: float, seed: int) -> dict:
-    return {"workdir": str(wd), "entry": entry, "budget_s": budget_s, "seed": seed, "wall_s": limits.wall_s,
-            "cpu_s": limits.cpu_s or (limits.wall_s + 1), "mem_bytes": limits.memory_mb * 2**20,
-            "fsize_bytes": limits.fsize_mb * 2**20, "nofile": limits.nofile, "nproc": limits.nproc}
-
-
-def _run_on(runner: Runner, code: str, parent, limits: Limits, entry, budget_s, seed, base_dir) -> SandboxResult:
-    wd = _prepare(code, parent, base_dir)
+def _run_on(runner: Runner, code: str, parent, limits: Limits, entry, budget_s, seed, base_dir,
+            backstop_s: float = BACKSTOP_S) -> SandboxResult:
+    req = _request(code, parent, limits, entry, budget_s, seed, base_dir)
+    caps = {"stdout": req["output_bytes"], "stderr": req["output_bytes"], "meta": META_CAP, "result": req["result_cap"]}
     try:
-        reply = runner.request(_request(wd, limits, entry, budget_s, seed), backstop_s=limits.wall_s + 30.0)
-        if reply is None:
-            return SandboxResult(False, "sandbox_error", "sandbox runner died or hung; it was killed and is restarted")
-        if "runner_error" in reply:
-            return SandboxResult(False, "sandbox_error", reply["runner_error"])
-        return _classify(reply, wd, limits)
-    finally:
-        shutil.rmtree(wd, ignore_errors=True)
+        head, blobs = runner.request(req, limits.wall_s + backstop_s, caps)
+    except RunnerBroken as e:
+        return SandboxResult(False, "sandbox_error", f"sandbox runner died, hung or misbehaved ({e}); it was killed")
+    if "runner_error" in head:
+        return SandboxResult(False, "sandbox_error", str(head["runner_error"])[:500])
+    return _classify(head, blobs, limits)
 
 
-def run_program(code: str, *, parent: np.ndarray | None = None, entry: str | None = "solve",
+def run_program(code: str, *, parent: np.ndarray | None = None, entry: str | None = "auto",
                 budget_s: float = 5.0, seed: int = 0, limits: Limits = Limits(), preload: bool = True,
-                base_dir: str | None = None) -> SandboxResult:
+                base_dir: str | None = None, layers_off: tuple[str, ...] = ()) -> SandboxResult:
     """Run one program in a fresh runner (an interpreter start + imports, then the isolated fork).
 
-    With `entry`, the program's `entry(parent, budget_s, seed)` is called and its array returned;
-    with `entry=None` the script just runs (its own `result.npy`, if any, is returned).
+    `entry="auto"` calls `solve(parent, budget_s, seed)` when the program defines it, else the seed's
+    contract `run(seed, budget_s) -> (h_values, c5_bound, n_points)`; "solve"/"run" force one; with
+    `entry=None` the script just runs (its own `result.npy` in its work dir, if any, is returned).
     """
-    runner = Runner(preload=preload, once=True)
+    try:
+        runner = Runner(preload=preload, once=True, layers_off=layers_off)
+    except (RuntimeError, OSError) as e:
+        return SandboxResult(False, "sandbox_error", f"sandbox runner failed to start: {e}"[:500])
+    _warn_missing(runner.caps)
     try:
         return _run_on(runner, code, parent, limits, entry, budget_s, seed, base_dir)
     finally:
         runner.close()
+
+
+def result_within(fut: Future, timeout_s: float) -> SandboxResult:
+    """The future's SandboxResult, or a failed one when it does not arrive in time or raised."""
+    try:
+        res = fut.result(timeout=max(0.0, timeout_s))
+    except FutureTimeout:
+        fut.cancel()
+        return SandboxResult(False, "sandbox_error", f"no sandbox result within the deadline ({timeout_s:.0f}s left)")
+    except Exception as e:  # an executor fault is a failed sample, never a crash of the search
+        return SandboxResult(False, "sandbox_error", f"sandbox executor failed: {type(e).__name__}: {e}"[:500])
+    if not isinstance(res, SandboxResult):
+        return SandboxResult(False, "sandbox_error", f"executor returned {type(res).__name__}, not a SandboxResult")
+    return res
+
+
+def batch_deadline_s(n_jobs: int, workers: int, limits: Limits) -> float:
+    """Seconds within which `n_jobs` programs queued on `workers` runners must all be back (generous)."""
+    rounds = -(-max(n_jobs, 1) // max(workers, 1))
+    return rounds * (limits.wall_s + BACKSTOP_S) + 60.0
 
 
 @dataclass
@@ -270,21 +378,25 @@ class Job:
     parent: np.ndarray | None = None
     budget_s: float = 5.0
     seed: int = 0
-    entry: str | None = "solve"
+    entry: str | None = "auto"
+    """auto (solve if defined, else the seed's run) | solve | run | None (plain script)."""
 
 
 class SandboxPool:
     """A bounded pool: `workers` pre-forked runners, each running one program at a time.
 
-    `submit` returns a Future; at most `workers` programs run at once, the rest wait. A runner that dies
-    or hangs is killed and replaced, so one hostile program never takes the pool down.
+    `submit` returns a Future that resolves to a SandboxResult (the pool never raises for a program);
+    at most `workers` programs run at once, the rest wait. A runner that dies, hangs or misbehaves is
+    killed and replaced, so one hostile program never takes the pool down.
     """
 
     def __init__(self, workers: int = 2, limits: Limits = Limits(), preload: bool = True,
-                 base_dir: str | None = None) -> None:
+                 base_dir: str | None = None, layers_off: tuple[str, ...] = (), backstop_s: float = BACKSTOP_S) -> None:
         if workers < 1:
             raise ValueError(f"SandboxPool: workers must be >= 1, got {workers}")
-        self.limits, self.preload, self.base_dir = limits, preload, base_dir
+        self.workers, self.limits, self.preload, self.base_dir = workers, limits, preload, base_dir
+        self.backstop_s = backstop_s
+        self.layers_off = tuple(layers_off)
         self._idle: queue.Queue[Runner] = queue.Queue()
         self._all: list[Runner] = []
         self._lock = threading.Lock()
@@ -292,37 +404,54 @@ class SandboxPool:
             self._add_runner()
         self._exec = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox")
         self.caps = self._all[0].caps
+        _warn_missing(self.caps)
 
     def _add_runner(self) -> None:
-        r = Runner(preload=self.preload)
+        r = Runner(preload=self.preload, layers_off=self.layers_off)
         with self._lock:
             self._all.append(r)
         self._idle.put(r)
 
+    def _get_runner(self) -> Runner:
+        with self._lock:
+            short = len(self._all) < self.workers
+        if short and self._idle.empty():
+            self._add_runner()  # a replacement that failed to start earlier
+        return self._idle.get(timeout=300.0)
+
     def _run(self, job: Job, limits: Limits) -> SandboxResult:
-        runner = self._idle.get()
         try:
-            res = _run_on(runner, job.code, job.parent, limits, job.entry, job.budget_s, job.seed, self.base_dir)
-        except Exception:
+            runner = self._get_runner()
+        except (queue.Empty, RuntimeError, OSError) as e:
+            return SandboxResult(False, "sandbox_error", f"no sandbox runner available ({e})"[:500])
+        try:
+            return _run_on(runner, job.code, job.parent, limits, job.entry, job.budget_s, job.seed, self.base_dir,
+                           self.backstop_s)
+        except Exception as e:  # a bug here must lose neither the sample nor the runner slot
             runner.close()
-            raise
+            return SandboxResult(False, "sandbox_error", f"sandbox failure: {type(e).__name__}: {e}"[:500])
         finally:
             if runner.alive():
                 self._idle.put(runner)
             else:
                 with self._lock:
-                    self._all.remove(runner)
-                self._add_runner()
-        return res
+                    if runner in self._all:
+                        self._all.remove(runner)
+                try:
+                    self._add_runner()
+                except (RuntimeError, OSError):
+                    pass  # retried by the next job (_get_runner)
 
     def submit(self, job: Job, limits: Limits | None = None) -> Future:
         return self._exec.submit(self._run, job, limits or self.limits)
 
     def map(self, jobs: list[Job], limits: Limits | None = None) -> list[SandboxResult]:
-        return [f.result() for f in [self.submit(j, limits) for j in jobs]]
+        futs = [self.submit(j, limits) for j in jobs]
+        deadline = time.monotonic() + batch_deadline_s(len(jobs), self.workers, limits or self.limits)
+        return [result_within(f, deadline - time.monotonic()) for f in futs]
 
     def close(self) -> None:
-        self._exec.shutdown(wait=True)
+        self._exec.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             for r in self._all:
                 r.close()

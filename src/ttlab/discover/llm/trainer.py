@@ -41,7 +41,7 @@ from ttlab.discover.llm.loss import is_pg_loss
 from ttlab.discover.llm.policy import Generation, LLMPolicy, PolicyConfig, collate
 from ttlab.discover.prompts import PromptState, build_prompt, extract_code
 from ttlab.discover.puct import PUCTTree
-from ttlab.discover.sandbox import Job, Limits, SandboxResult
+from ttlab.discover.sandbox import Job, Limits, SandboxResult, batch_deadline_s, result_within
 from ttlab.discover.tasks import get_task
 from ttlab.discover.tasks.base import VerifyResult
 
@@ -271,11 +271,12 @@ class Trainer:
                             self.executor.submit(Job(code, parent, cfg.program_budget_s, seed=int(seeds[j]))))
         t_gen_end = time.perf_counter()
         results: list[tuple[SandboxResult | None, VerifyResult]] = []
+        deadline = time.monotonic() + batch_deadline_s(len(futs), cfg.workers, self.limits)
         for f in futs:
             if f is None:
                 results.append((None, VerifyResult(False, float("nan"), 0.0, {}, "no python code block")))
                 continue
-            sr = f.result()
+            sr = result_within(f, deadline - time.monotonic())
             vr = (self.task.verify(sr.output, sr.reported_score) if sr.ok
                   else VerifyResult(False, float("nan"), 0.0, {}, f"{sr.status}: {sr.reason}"))
             results.append((sr, vr))

@@ -17,6 +17,19 @@ import numpy as np
 from ttlab.discover.tasks.base import Task, VerifyResult, as_float_array, invalid
 
 MAX_N = 100_000
+"""Largest f accepted (AlphaEvolve's AC2 construction has 50,000 steps)."""
+DIRECT_MAX = 10_000
+"""Up to this n the autoconvolution is np.convolve (exact float sums, quadratic: ~20 ms at 10k); above it
+scipy's FFT convolution (~0.1 s at 100k; relative error ~1e-15 * log n, far below any record's margin)."""
+
+
+def autoconv(f: np.ndarray) -> np.ndarray:
+    """f * f (discrete), bounded time for every accepted n."""
+    if f.shape[0] <= DIRECT_MAX:
+        return np.convolve(f, f)
+    from scipy.signal import fftconvolve
+
+    return np.maximum(fftconvolve(f, f), 0.0)  # f >= 0: clip FFT round-off below zero
 
 
 def _check(output: Any) -> tuple[np.ndarray | None, str]:
@@ -35,11 +48,11 @@ def _check(output: Any) -> tuple[np.ndarray | None, str]:
 def ac1_value(f: np.ndarray) -> float:
     n = f.shape[0]
     w = 1.0 / (2 * n)
-    return float(np.max(np.convolve(f, f)) * w / (np.sum(f) * w) ** 2)
+    return float(np.max(autoconv(f)) * w / (np.sum(f) * w) ** 2)
 
 
 def ac2_value(f: np.ndarray) -> float:
-    g = np.concatenate([[0.0], np.convolve(f, f), [0.0]])
+    g = np.concatenate([[0.0], autoconv(f), [0.0]])
     l2 = np.sum(g[:-1] ** 2 + g[:-1] * g[1:] + g[1:] ** 2) / 3.0
     l1 = np.sum(g[:-1] + g[1:]) / 2.0
     return float(l2 / (l1 * g.max()))
