@@ -58,3 +58,14 @@ def test_polish_picks_the_named_or_best_reference(tmp_path):
     assert pick(ErdosTask(), items, "haugland_2016")[1].size == 51
     with pytest.raises(ValueError, match="no construction named"):
         pick(ErdosTask(), items, "nobody")
+
+
+def test_exactly_feasible_repairs_float_rounding_above_one():
+    from ttlab.discover.polish import exactly_feasible
+
+    h = np.array([1.0, 0.3, 0.7 - 2.0**-52, 0.0])  # float sum rounds to n/2, the exact sum is an ulp short
+    assert not exact_c5(h)[1]
+    fixed = exactly_feasible(h)
+    c, ok, _ = exact_c5(fixed)
+    assert ok and fixed.max() == 1.0 and np.abs(fixed - h).max() < 1e-14
+    assert float(c) == pytest.approx(ErdosTask().verify(h).score, abs=1e-13)
