@@ -57,10 +57,10 @@ def debug() -> PolishConfig:
 PRESETS = {"debug": debug, "default": PolishConfig}
 
 
-def pick(task, items: list[tuple[str, object, float | None]], name: str) -> tuple[str, np.ndarray, float]:
+def pick(task, items: list[tuple], name: str) -> tuple[str, np.ndarray, float]:
     """The named construction, or the best valid one; returns (name, array, verified score)."""
     scored = []
-    for n, arr, _ in items:
+    for n, arr, *_ in items:
         if name and n != name:
             continue
         res = task.verify(arr)
