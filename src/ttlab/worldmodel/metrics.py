@@ -16,11 +16,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+PSNR_CAP_DB = 80.0
+"""An exact frame scores this (the official metric's cap), not infinity or a value set by an epsilon."""
 
-def psnr(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Per-frame PSNR in dB of (..., C, H, W) frames in [-1, 1] (peak-to-peak 2). Returns (...)."""
-    mse = (pred.float() - target.float()).pow(2).mean(dim=(-3, -2, -1)).clamp(min=1e-10)
-    return 10 * torch.log10(4.0 / mse)
+
+def psnr(pred: torch.Tensor, target: torch.Tensor, cap_db: float = PSNR_CAP_DB) -> torch.Tensor:
+    """Per-frame PSNR in dB of (..., C, H, W) frames in [-1, 1] (peak-to-peak 2), at most `cap_db`. Returns (...)."""
+    mse = (pred.float() - target.float()).pow(2).mean(dim=(-3, -2, -1))
+    return (10 * torch.log10(4.0 / mse.clamp(min=1e-30))).clamp(max=cap_db)
 
 
 def _gaussian(size: int = 11, sigma: float = 1.5, device=None) -> torch.Tensor:
@@ -49,23 +52,35 @@ def ssim(pred: torch.Tensor, target: torch.Tensor, window: int = 11, sigma: floa
     return s.mean(dim=(1, 2, 3)).reshape(lead)
 
 
+def quantize(x: torch.Tensor) -> torch.Tensor:
+    """Frames in [-1, 1] -> the nearest 8-bit value (what a saved prediction holds), still in [-1, 1]."""
+    return ((x.float().clamp(-1, 1) + 1) * 127.5).round() / 127.5 - 1
+
+
 def frame_metrics(pred: torch.Tensor, target: torch.Tensor, n_ctx: int,
-                  mean_frame: torch.Tensor | None = None) -> dict[str, float]:
+                  mean_frame: torch.Tensor | None = None, per_lag: bool = False) -> dict[str, float]:
     """PSNR/SSIM of predicted frames (index >= n_ctx) of (B, F, C, H, W) clips, and of the baselines on the
     same frames: copy-last-context, a mid-gray frame (0), and `mean_frame` (C, H, W) when given (the mean
     training frame: what a model that ignores context and actions converges to under MSE).
 
+    Means are over every predicted frame (per-frame PSNR, capped at 80 dB, then averaged). `per_lag` adds
+    `<name>/lagK` for K = 1 .. F - n_ctx (K frames after the last context frame).
     Host sync: returns python floats (called once per evaluation batch, not inside a step).
     """
-    p, t = pred[:, n_ctx:], target[:, n_ctx:]
+    p, t = pred[:, n_ctx:], target[:, n_ctx:]  # (B, Fp, C, H, W)
     base = target[:, n_ctx - 1:n_ctx].expand_as(t)  # copy the last context frame forward
-    out = {"psnr": psnr(p, t).mean(), "ssim": ssim(p, t).mean(),
-           "baseline_copy_last/psnr": psnr(base, t).mean(), "baseline_copy_last/ssim": ssim(base, t).mean(),
-           "baseline_gray/psnr": psnr(torch.zeros_like(t), t).mean()}
+    per_frame = {"psnr": psnr(p, t), "ssim": ssim(p, t),  # each (B, Fp)
+                 "baseline_copy_last/psnr": psnr(base, t), "baseline_copy_last/ssim": ssim(base, t),
+                 "baseline_gray/psnr": psnr(torch.zeros_like(t), t)}
     if mean_frame is not None:
         mf = mean_frame.to(t).expand_as(t)
-        out.update({"baseline_mean_frame/psnr": psnr(mf, t).mean(), "baseline_mean_frame/ssim": ssim(mf, t).mean()})
-    return {k: float(v) for k, v in out.items()}
+        per_frame.update({"baseline_mean_frame/psnr": psnr(mf, t), "baseline_mean_frame/ssim": ssim(mf, t)})
+    out = {k: float(v.mean()) for k, v in per_frame.items()}
+    if per_lag:
+        for k, v in per_frame.items():
+            for lag in range(v.shape[1]):
+                out[f"{k}/lag{lag + 1}"] = float(v[:, lag].mean())
+    return out
 
 
 @dataclass
