@@ -61,6 +61,7 @@ def main() -> None:
     ap.add_argument("--max-minutes", type=float, default=42.0, help="wall-clock guard on training (reported)")
     ap.add_argument("--run-name", default="evidence")
     ap.add_argument("--resume", action="store_true", help="continue the run's step count from its last checkpoint")
+    ap.add_argument("--eval-only", action="store_true", help="score the existing run without training (the JSON says so)")
     ap.add_argument("--eval-windows", type=int, default=256)
     ap.add_argument("--rollout-horizon", type=int, default=24)
     ap.add_argument("--out", default="benchmarks/results/wm_evidence.json")
@@ -88,8 +89,12 @@ def main() -> None:
         cfg = replace(cfg, batch_size=args.batch)
     load_before = os.getloadavg()
     print(f"training {cfg.max_steps} steps (batch {cfg.batch_size}, {args.threads} threads)", flush=True)
-    tr = train(cfg)
-    run_dir = Path(tr["run_dir"])
+    if args.eval_only:
+        run_dir = Path(cfg.root) / "wm" / cfg.run_name
+        tr = {"steps": load_world_model(run_dir).step, "seconds": float("nan"), "stopped_by_wall_clock": None}
+    else:
+        tr = train(cfg)
+        run_dir = Path(tr["run_dir"])
     wm = load_world_model(run_dir)
     print(f"trained to step {tr['steps']} in {tr['seconds']:.0f} s; evaluating", flush=True)
     t_eval = time.perf_counter()
@@ -130,7 +135,8 @@ def main() -> None:
                   "levels": cfg.diffusion.timestep_sampling, "sample_steps": cfg.sample_steps},
         "train": {"steps": tr["steps"], "max_steps": cfg.max_steps, "batch": cfg.batch_size, "lr": cfg.lr,
                   "seconds": round(tr["seconds"], 1), "minutes": round(tr["seconds"] / 60, 2),
-                  "stopped_by_wall_clock": tr["stopped_by_wall_clock"], "resumed": args.resume},
+                  "stopped_by_wall_clock": tr["stopped_by_wall_clock"], "resumed": args.resume,
+                  "eval_only": args.eval_only},
         "windows": {"count": ev["samples"], "n_ctx": 1, "predicted": cfg.num_frames - 1, "split": "held-out episodes",
                     "psnr": round(m["psnr"], 3), "ssim": round(m["ssim"], 4),
                     "copy_last_psnr": round(m["baseline_copy_last/psnr"], 3),

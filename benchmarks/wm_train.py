@@ -5,8 +5,10 @@ AdamW), without Lightning's loop: samples/s, tokens/s, and model FLOPs utilisati
 MFU = 3 x forward matmul FLOPs x samples/s / peak dense FLOP/s.
 On CUDA: S/2 and B/2 on random 4x32x32 latents in bf16 autocast (optionally torch.compile), against the
 datasheet bf16 peak (H100/H200 SXM: 989 TFLOP/s).
-On CPU: the `pusht_cpu` evidence configuration (64x64 pixels, 4 frames) and the tiny preset, fp32, against
-this CPU's fp32 matmul peak measured in the same run (the best of square sgemms at --threads threads).
+On CPU: the `pusht_cpu` evidence configuration (64x64 pixels, 4 frames) in fp32 and in bf16 autocast (what
+the preset trains with), and the tiny preset in fp32, against this CPU's fp32 (and bf16) matmul peak measured
+in the same run (the best of square matmuls at --threads threads). `mfu` is against the peak of the step's
+own dtype; `mfu_vs_fp32_peak` against the fp32 peak.
 Sampling: frames/s of a 1-context / 3-generated window.
 
     python benchmarks/wm_train.py [--steps 20] [--batch 32] [--threads 2] [--compile]
@@ -38,11 +40,11 @@ def sync(dev):
         torch.cuda.synchronize()
 
 
-def cpu_matmul_peak(sizes=(512, 1024, 2048), reps=3) -> dict:
-    """Measured fp32 dense matmul FLOP/s of this CPU at torch's current thread count: the best over sizes."""
+def cpu_matmul_peak(sizes=(512, 1024, 2048), reps=3, dtype=torch.float32) -> dict:
+    """Measured dense matmul FLOP/s of this CPU at torch's current thread count: the best over sizes."""
     best, per = 0.0, {}
     for n in sizes:
-        a, b = torch.randn(n, n), torch.randn(n, n)
+        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
         torch.mm(a, b)
         k = max(1, int(2e9 / (2 * n**3)))  # ~2 GFLOP per timing
         t = float("inf")
@@ -66,7 +68,7 @@ def bench_train(cfg, dev, batch, steps, frames=4, compile_=False, dtype=torch.bf
     a = torch.randn(batch, frames, cfg.action_dim, device=dev)
 
     def step():
-        with torch.autocast(dev.type, dtype=dtype, enabled=dev.type == "cuda"):
+        with torch.autocast(dev.type, dtype=dtype, enabled=dtype != torch.float32):
             loss, _ = obj.loss(fwd, x, a)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -113,7 +115,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--compile", action="store_true")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads on CPU (peak and training alike)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads on CPU (peak and training alike)")
     ap.add_argument("--cpu-steps", type=int, default=10, help="timed steps of the CPU evidence configuration")
     args = ap.parse_args()
     res: dict = {"torch": torch.__version__}
@@ -132,19 +134,23 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     res["cpu_threads"] = torch.get_num_threads()
     res["cpu_fp32_matmul"] = cpu_matmul_peak()
+    res["cpu_bf16_matmul"] = cpu_matmul_peak(dtype=torch.bfloat16)
     peak = res["cpu_fp32_matmul"]["peak_gflops"] * 1e9
     from ttlab.worldmodel.presets import pusht_cpu
     from ttlab.worldmodel.train import build_model_config
 
     tc = pusht_cpu()
     ecfg = build_model_config(tc, (3, 64, 64), 2 * tc.frame_interval)
-    r, model = bench_train(ecfg, dev, tc.batch_size, args.cpu_steps, frames=tc.num_frames, dtype=torch.float32,
-                           diffusion=tc.diffusion, peak=peak)
-    r["sampling_frames_per_s"] = bench_sampling(model, dev, batch=8, frames=tc.num_frames, steps=tc.sample_steps,
-                                                reps=2, diffusion=tc.diffusion)
-    r["model"] = {"hidden": ecfg.hidden, "depth": ecfg.depth, "patch": ecfg.patch_size, "tokens_per_frame":
-                  ecfg.tokens_per_frame, "frames": tc.num_frames}
-    res["pusht_cpu"] = r
+    for name, dt, pk in (("pusht_cpu_fp32", torch.float32, peak),
+                         ("pusht_cpu_bf16", torch.bfloat16, res["cpu_bf16_matmul"]["peak_gflops"] * 1e9)):
+        r, model = bench_train(ecfg, dev, tc.batch_size, args.cpu_steps, frames=tc.num_frames, dtype=dt,
+                               diffusion=tc.diffusion, peak=pk)
+        r["mfu_vs_fp32_peak"] = round(r["train_tflops_per_s"] * 1e12 / peak, 4)
+        r["sampling_frames_per_s"] = bench_sampling(model, dev, batch=8, frames=tc.num_frames, steps=tc.sample_steps,
+                                                    reps=2, diffusion=tc.diffusion)
+        r["model"] = {"hidden": ecfg.hidden, "depth": ecfg.depth, "patch": ecfg.patch_size, "tokens_per_frame":
+                      ecfg.tokens_per_frame, "frames": tc.num_frames, "precision": str(dt)}
+        res[name] = r
     cfg = size_config("tiny")
     r, model = bench_train(cfg, dev, 8, max(3, args.steps // 4), dtype=torch.float32, peak=peak)
     r["sampling_frames_per_s"] = bench_sampling(model, dev, batch=2, steps=10, reps=1)
