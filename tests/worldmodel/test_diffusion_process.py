@@ -132,17 +132,23 @@ def test_flow_step_equals_euler():
 
 def test_rollout_slides_beyond_the_window():
     obj = Objective(DiffusionConfig())
-    calls = []
+    calls, first_actions, second_actions = [], [], []
 
     def model(x, t, a):
         calls.append(x.shape[1])
+        first_actions.append(a[:, 0].clone())
+        second_actions.append(a[:, 1].clone())
         return torch.zeros_like(x)
 
     start = torch.randn(1, 2, 3, 8, 8)
-    out = rollout(model, obj, start, torch.zeros(1, 11, 2), window=4, n_ctx=2, n_steps=3)
+    actions = torch.arange(1, 12).float()[None, :, None].expand(1, 11, 2)  # frame t's action = t + 1 (never 0)
+    out = rollout(model, obj, start, actions, window=4, n_ctx=2, n_steps=3)
     assert out.shape == (1, 11, 3, 8, 8)
     assert torch.equal(out[:, :2], start)
     assert set(calls) == {4, 3}  # 4 full windows (2 ctx + 2 gen), last one 2 ctx + 1 gen
+    # every window's first frame gets the zero action, as every training window's first frame does
+    assert all((a == 0).all() for a in first_actions)
+    assert sorted({float(a[0, 0]) for a in second_actions}) == [2.0, 4.0, 6.0, 8.0, 10.0]  # the rest keep theirs
     with pytest.raises(ValueError, match="n_ctx"):
         rollout(model, obj, start, torch.zeros(1, 11, 2), window=2, n_ctx=2)
 
