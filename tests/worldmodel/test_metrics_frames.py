@@ -93,3 +93,30 @@ def test_frechet_distance_golden():
     mu1, mu2 = np.zeros(2), np.array([1.0, 0.0])
     s1, s2 = np.eye(2), 4 * np.eye(2)
     assert frechet_distance(mu1, s1, mu2, s2) == pytest.approx(1 + (1 + 4 - 4) * 2)
+
+
+class _FakeI3D(torch.nn.Module):
+    """Stands in for the I3D TorchScript: records its input; fails on clips shorter than 4 frames."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.shape[2] < 4:
+            raise RuntimeError("input too small in the temporal dimension")
+        return torch.cat([x.mean(dim=(1, 2, 3, 4))[:, None], x.amin(dim=(1, 2, 3, 4))[:, None],
+                          x.amax(dim=(1, 2, 3, 4))[:, None], torch.tensor(float(x.shape[3])).expand(x.shape[0], 1)],
+                         dim=1)
+
+
+def test_fvd_feeds_i3d_predicted_frames_in_0_1_at_224_and_says_when_clips_are_too_short(tmp_path):
+    path = tmp_path / "i3d.pt"
+    torch.jit.script(_FakeI3D()).save(str(path))
+    g = torch.Generator().manual_seed(0)
+    clips = torch.rand(3, 6, 3, 16, 16, generator=g) * 2 - 1
+    clips[:, 0] = -5.0  # context frame out of range: must not reach I3D
+    lm = LearnedMetrics(MetricWeights(i3d=path), torch.device("cpu"))
+    lm.update(clips, clips, n_ctx=1)
+    feats = torch.cat(lm.vreal)
+    assert (feats[:, 1] >= 0).all() and (feats[:, 2] <= 1).all() and (feats[:, 3] == 224).all()
+    assert lm.compute()["fvd"] == pytest.approx(0.0, abs=1e-6)
+    short = LearnedMetrics(MetricWeights(i3d=path), torch.device("cpu"))
+    short.update(clips[:, :4], clips[:, :4], n_ctx=1)  # 3 predicted frames
+    assert "fvd" not in short.compute() and "3 predicted frames" in short.skipped["fvd"]

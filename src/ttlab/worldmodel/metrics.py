@@ -90,7 +90,8 @@ class MetricWeights:
     lpips: Path | None = None
     """TorchScript LPIPS network (x, y in [-1, 1] -> distance), e.g. exported from the `lpips` package."""
     i3d: Path | None = None
-    """TorchScript I3D feature extractor (the StyleGAN-V / FVD `i3d_torchscript.pt`) for FVD."""
+    """TorchScript I3D feature extractor (the StyleGAN-V / FVD `i3d_torchscript.pt`) for FVD; fed the predicted
+    frames only, in [0, 1], resized to 224 (B, C, T, 224, 224)."""
     inception: Path | None = None
     """TorchScript Inception feature extractor (2048-d pool features) for FID."""
 
@@ -112,6 +113,15 @@ def feature_stats(feats: torch.Tensor):
     return f.mean(0), np.cov(f, rowvar=False)
 
 
+def i3d_input(frames: torch.Tensor, size: int = 224) -> torch.Tensor:
+    """(B, T, C, H, W) frames in [-1, 1] -> (B, C, T, size, size) in [0, 1], bilinearly resized: the input the
+    official FVD protocol feeds I3D."""
+    B, T, C, H, W = frames.shape
+    x = ((frames.float() + 1) / 2).clamp(0, 1).flatten(0, 1)  # (B T, C, H, W)
+    x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+    return x.reshape(B, T, C, size, size).transpose(1, 2)  # (B, C, T, size, size)
+
+
 class LearnedMetrics:
     """LPIPS / FID / FVD from TorchScript weights given by path; `skipped` says why a metric is absent."""
 
@@ -129,15 +139,21 @@ class LearnedMetrics:
 
     @torch.no_grad()
     def update(self, pred: torch.Tensor, target: torch.Tensor, n_ctx: int) -> None:
-        p, t = pred[:, n_ctx:], target[:, n_ctx:]  # (B, Fp, C, H, W)
+        p, t = pred[:, n_ctx:], target[:, n_ctx:]  # (B, Fp, C, H, W): predicted frames only
         if "lpips" in self.nets:
             self.lp.append(self.nets["lpips"](p.flatten(0, 1), t.flatten(0, 1)).flatten())
         if "fid" in self.nets:
             self.fake.append(self.nets["fid"](p.flatten(0, 1)))
             self.real.append(self.nets["fid"](t.flatten(0, 1)))
-        if "fvd" in self.nets:  # I3D takes (B, C, T, H, W) in [-1, 1]
-            self.vfake.append(self.nets["fvd"](pred.transpose(1, 2)))
-            self.vreal.append(self.nets["fvd"](target.transpose(1, 2)))
+        if "fvd" in self.nets:
+            try:
+                self.vfake.append(self.nets["fvd"](i3d_input(p)))
+                self.vreal.append(self.nets["fvd"](i3d_input(t)))
+            except (RuntimeError, torch.jit.Error) as e:  # I3D's temporal pooling cannot take very short clips
+                del self.nets["fvd"]
+                self.vfake, self.vreal = [], []
+                self.skipped["fvd"] = (f"I3D cannot embed clips of {p.shape[1]} predicted frames (the official protocol "
+                                       f"scores 16); evaluate longer windows for FVD. I3D said: {str(e)[:200]}")
 
     def compute(self) -> dict[str, float]:
         out: dict[str, float] = {}
