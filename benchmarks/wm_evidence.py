@@ -28,6 +28,12 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def git_rev() -> str:
+    """HEAD, with -dirty when tracked files differ from it."""
+    run = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    return run("rev-parse", "HEAD") + ("-dirty" if run("status", "--porcelain", "--untracked-files=no") else "")
+
+
 def strip_png(path: Path, rows: list[tuple[str, torch.Tensor]], scale: int = 2) -> Path:
     """rows of (label, frames (T, C, H, W) in [-1, 1]) -> one PNG, frames left to right, rows top to bottom."""
     from PIL import Image, ImageDraw
@@ -75,6 +81,7 @@ def main() -> None:
     from ttlab.worldmodel.train import load_world_model, train
 
     t_start = time.perf_counter()
+    commit_at_start = git_rev()
     torch.set_num_threads(args.threads)
     data = Path(args.data)
     gen = None
@@ -123,8 +130,7 @@ def main() -> None:
     m = ev["metrics"]
     lag_keys = sorted(k for k in m if "/lag" in k)
     res = {
-        "benchmark": "wm_evidence", "commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                                                             text=True).stdout.strip(),
+        "benchmark": "wm_evidence", "commit": commit_at_start, "commit_at_end": git_rev(),
         "nproc": os.cpu_count(), "torch_threads": args.threads, "loadavg_before_train": [round(x, 2) for x in load_before],
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "data": {"dir": str(data), "generated_now": gen is not None, "episodes": len(val_ds.source),
