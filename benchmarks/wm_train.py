@@ -119,7 +119,11 @@ def main() -> None:
     ap.add_argument("--cpu-steps", type=int, default=10, help="timed steps of the CPU evidence configuration")
     ap.add_argument("--out", default="", help="also write the JSON here (e.g. benchmarks/results/wm_train.json)")
     args = ap.parse_args()
-    res: dict = {"torch": torch.__version__}
+    t_start = time.perf_counter()
+    import subprocess
+
+    res: dict = {"torch": torch.__version__, "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True,
+                                                                     text=True).stdout.strip()}
     if torch.cuda.is_available():
         dev = torch.device("cuda")
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -160,6 +164,7 @@ def main() -> None:
 
     res["loadavg"] = [round(x, 2) for x in os.getloadavg()]
     res["nproc"] = os.cpu_count()
+    res["wall_seconds"] = round(time.perf_counter() - t_start, 1)
     res["config"] = {"frames": 4, "tokens_per_frame_s2_b2": 256, "latent": "4x32x32", "compile": args.compile,
                      "sampling": "1 ctx + 3 gen: CUDA 20 DDIM steps; pusht_cpu its own 1-step sampler; tiny 10 steps",
                      "cpu_note": "pusht_cpu: batch 32 of 4 x 64x64 frames (8x8 patches); mfu is against the peak of the "
