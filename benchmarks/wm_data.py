@@ -39,13 +39,13 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     import torch
+
+    from ttlab.worldmodel.codecs.autoencoder import KLAutoencoder
+    from ttlab.worldmodel.codecs.train import CodecTrainConfig, train_codec
     from ttlab.worldmodel.data import WindowDataset
     from ttlab.worldmodel.data.dino_wm import DinoWMSource
     from ttlab.worldmodel.data.latents import LatentSource, encode_source
     from ttlab.worldmodel.data.pusht import generate_pusht
-
-    from ttlab.worldmodel.codecs.autoencoder import KLAutoencoder
-    from ttlab.worldmodel.codecs.train import CodecTrainConfig, train_codec
 
     torch.set_num_threads(2)
     out: dict = {"benchmark": "wm_data", "cpu_cores": os.cpu_count(), "torch_threads": torch.get_num_threads()}

@@ -132,17 +132,23 @@ def test_flow_step_equals_euler():
 
 def test_rollout_slides_beyond_the_window():
     obj = Objective(DiffusionConfig())
-    calls = []
+    calls, first_actions, second_actions = [], [], []
 
     def model(x, t, a):
         calls.append(x.shape[1])
+        first_actions.append(a[:, 0].clone())
+        second_actions.append(a[:, 1].clone())
         return torch.zeros_like(x)
 
     start = torch.randn(1, 2, 3, 8, 8)
-    out = rollout(model, obj, start, torch.zeros(1, 11, 2), window=4, n_ctx=2, n_steps=3)
+    actions = torch.arange(1, 12).float()[None, :, None].expand(1, 11, 2)  # frame t's action = t + 1 (never 0)
+    out = rollout(model, obj, start, actions, window=4, n_ctx=2, n_steps=3)
     assert out.shape == (1, 11, 3, 8, 8)
     assert torch.equal(out[:, :2], start)
     assert set(calls) == {4, 3}  # 4 full windows (2 ctx + 2 gen), last one 2 ctx + 1 gen
+    # every window's first frame gets the zero action, as every training window's first frame does
+    assert all((a == 0).all() for a in first_actions)
+    assert sorted({float(a[0, 0]) for a in second_actions}) == [2.0, 4.0, 6.0, 8.0, 10.0]  # the rest keep theirs
     with pytest.raises(ValueError, match="n_ctx"):
         rollout(model, obj, start, torch.zeros(1, 11, 2), window=2, n_ctx=2)
 
@@ -227,3 +233,40 @@ def test_demo_preset_trains_the_levels_its_sampler_visits_first_and_clean_contex
     assert (level >= start[1]).float().mean() > 0.05  # the first sampling interval is trained
     assert (level >= start[0] - 10).float().mean() > 0.005  # and the pure-noise end of it
     assert obj.clean_prefix(4096, 4, "cpu", g).any(1).float().mean() > 0.3
+
+
+def test_residual_objective_makes_copy_last_the_zero_function():
+    """With residual=True a model that outputs zeros predicts the last context frame for every frame:
+    in training (loss = copy-last's error) and in sampling (1 step from pure noise)."""
+    cfg = DiffusionConfig(target="x", timestep_sampling="terminal", clean_context_prob=1.0, context_frames=1,
+                          residual=True, snr_gamma=0.0)
+    obj = Objective(cfg)
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.rand(3, 4, 3, 8, 8, generator=g) * 2 - 1
+    zero = lambda x, t, a: torch.zeros_like(x)
+    loss, _ = obj.loss(zero, x0, torch.zeros(3, 4, 2), generator=g)
+    copy_mse = (x0[:, 1:] - x0[:, :1]).pow(2).mean()
+    assert torch.allclose(loss, copy_mse, atol=1e-6)
+    out = sample_window(zero, obj, x0[:, :1], torch.zeros(3, 4, 2), n_gen=3, n_steps=1, generator=g)
+    assert torch.allclose(out, x0[:, :1].expand_as(out), atol=1e-6)
+    plain = Objective(DiffusionConfig(target="x", timestep_sampling="terminal", clean_context_prob=1.0))
+    out_plain = sample_window(zero, plain, x0[:, :1], torch.zeros(3, 4, 2), n_gen=3, n_steps=1, generator=g)
+    assert torch.allclose(out_plain[:, 1:], torch.zeros_like(out_plain[:, 1:]))  # without residual: zeros
+
+
+def test_residual_needs_x_target_and_clean_context():
+    with pytest.raises(ValueError, match="residual=True needs target='x'"):
+        DiffusionConfig(target="v", residual=True, clean_context_prob=1.0)
+    with pytest.raises(ValueError, match="clean_context_prob=0.5"):
+        DiffusionConfig(target="x", residual=True, clean_context_prob=0.5)
+
+
+def test_terminal_levels_are_pure_noise_and_fixed_context_count():
+    obj = Objective(DiffusionConfig(target="x", timestep_sampling="terminal", clean_context_prob=1.0,
+                                    context_frames=2))
+    lv = obj.sample_training_levels(8, 4, "cpu")
+    assert (lv == obj.T - 1).all() and obj.schedule.abar_at(lv).max() == 0  # zero-terminal SNR: pure noise
+    ctx = obj.clean_prefix(64, 4, "cpu", torch.Generator().manual_seed(0))
+    assert (ctx.sum(1) == 2).all() and ctx[:, :2].all()
+    with pytest.raises(ValueError, match="leaves no frame to predict"):
+        obj.clean_prefix(2, 2, "cpu")

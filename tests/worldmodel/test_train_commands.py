@@ -63,6 +63,40 @@ def test_rollout_goes_beyond_the_training_window(run_dir, tmp_path):
                                   out=tmp_path))
 
 
+def test_eval_reports_per_lag_numbers_with_the_runs_own_sampler(run_dir, tmp_path):
+    from ttlab.worldmodel.evaluate import EvalConfig, evaluate
+
+    rep = evaluate(EvalConfig(weights=run_dir, num_samples=4, video_clips=1, device="cpu", out=tmp_path))
+    assert rep["steps"] == 2  # steps=0 means the run's own sample_steps
+    m = rep["metrics"]
+    for k in (1, 2, 3):
+        assert {f"psnr/lag{k}", f"baseline_copy_last/psnr/lag{k}", f"baseline_mean_frame/psnr/lag{k}"} <= set(m)
+    assert "psnr/lag4" not in m
+    assert max(v for k, v in m.items() if "psnr" in k) <= 80.0
+
+
+def test_heldout_rollouts_score_only_held_out_episodes_against_copy_last(run_dir):
+    import torch
+
+    from ttlab.worldmodel.data.windows import to_model_frames
+    from ttlab.worldmodel.evaluate import heldout_rollouts
+    from ttlab.worldmodel.metrics import psnr
+    from ttlab.worldmodel.train import TrainConfig, build_datasets
+
+    res = heldout_rollouts(run_dir, horizon=9, steps=2, device="cpu", max_episodes=3)
+    gt, pred = res.pop("_first_batch")
+    assert res["episodes"] == 2  # debug preset: 16 toy episodes, val_fraction 0.1 -> 2 held out
+    assert gt.shape == pred.shape == (2, 9, 3, 16, 16)
+    assert len(res["psnr/by_frame"]) == 8 and len(res["baseline_copy_last/psnr/by_frame"]) == 8
+    _, val = build_datasets(TrainConfig(data="toy", toy_episodes=16), None)
+    first = int(val.episodes[0])
+    assert torch.equal(gt[0], to_model_frames(val.source.frames(first, np.arange(9))))
+    copy = psnr(gt[:, :1].expand(-1, 8, -1, -1, -1), gt[:, 1:]).mean().item()
+    assert res["baseline_copy_last/psnr"] == pytest.approx(copy, abs=1e-4)
+    with pytest.raises(ValueError, match="no held-out episode"):
+        heldout_rollouts(run_dir, horizon=100, device="cpu")
+
+
 def test_play_headless_with_scripted_keys(run_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
     monkeypatch.setenv("SDL_AUDIODRIVER", "dummy")

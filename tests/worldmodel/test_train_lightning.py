@@ -86,3 +86,33 @@ def test_training_reduces_loss_exports_and_resumes(tmp_path):
     out2 = train(replace(cfg, resume=True, max_steps=27))
     assert out2["steps"] == 27
     assert load_world_model(tmp_path / "wm" / "r").step == 27
+
+
+def test_wall_clock_guard_counts_only_this_process_and_stops_the_trainer():
+    """Regression: Lightning's max_time restored the elapsed time from the checkpoint, so a resumed run
+    that had used its minutes stopped at once. The guard starts its clock at this process's train start."""
+    import time as _time
+    from types import SimpleNamespace
+
+    from ttlab.worldmodel.train import WallClockGuard
+
+    trainer = SimpleNamespace(should_stop=False, global_step=7)
+    guard = WallClockGuard(minutes=0.5 / 60)
+    guard.on_train_batch_end(trainer, None, None, None, 0)  # before train start: no clock, no stop
+    assert not trainer.should_stop
+    guard.on_train_start(trainer, None)
+    guard.on_train_batch_end(trainer, None, None, None, 0)
+    assert not trainer.should_stop
+    _time.sleep(0.6)
+    guard.on_train_batch_end(trainer, None, None, None, 0)
+    assert trainer.should_stop and guard.stopped_at == 7
+
+
+def test_cpu_presets_anneal_inside_their_step_budget_and_use_the_matching_sampler():
+    from ttlab.worldmodel.presets import pusht_cpu, tiny_pusht
+    from ttlab.worldmodel.train import warmup_cosine
+
+    for cfg in (pusht_cpu(), tiny_pusht()):
+        assert cfg.diffusion.residual and cfg.diffusion.timestep_sampling == "terminal" and cfg.sample_steps == 1
+        assert cfg.frame_interval == 5 and cfg.num_frames == 4 and cfg.n_ctx == cfg.diffusion.context_frames == 1
+        assert warmup_cosine(cfg.max_steps - 1, cfg.warmup_steps, cfg.max_steps) < 1e-3  # the last step: ~0

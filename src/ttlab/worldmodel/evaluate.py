@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ttlab.worldmodel.metrics import LearnedMetrics, MetricWeights, frame_metrics
+from ttlab.worldmodel.metrics import LearnedMetrics, MetricWeights, frame_metrics, quantize
 
 
 def write_mp4(path: str | Path, frames: np.ndarray, fps: int = 8, upscale: int = 4) -> Path:
@@ -60,14 +60,14 @@ class EvalConfig:
     """Dataset (default: the one the model was trained on)."""
     split: str = "val"
     """Split to evaluate: val | train | all."""
-    num_samples: int = 64
-    """Windows in the fixed seeded subset."""
+    num_samples: int = 128
+    """Windows in the fixed seeded subset (of the held-out episodes for split=val)."""
     batch_size: int = 16
     """Windows per sampling batch."""
     n_ctx: int = 1
     """Context frames (the rest of the window is predicted)."""
-    steps: int = 20
-    """Sampling steps."""
+    steps: int = 0
+    """Sampling steps (0 = the run's own `sample_steps`, the sampler its training matches)."""
     mode: str = "full_sequence"
     """Scheduling matrix: full_sequence | pyramid | sequential."""
     history_noise: float = 0.0
@@ -80,6 +80,8 @@ class EvalConfig:
     """Output directory (default: <run>/eval)."""
     ema: bool = True
     """Use the EMA weights."""
+    quantize: bool = True
+    """Round predictions to 8-bit values before scoring, as a saved frame would be (ground truth already is)."""
     seed: int = 0
     """Seed of the subset and the sampling noise."""
     device: str = "auto"
@@ -135,9 +137,13 @@ def evaluate(cfg: EvalConfig) -> dict:
     ds = {"val": val_ds, "train": train_ds}.get(cfg.split, val_ds)
     sub = fixed_subset(ds, cfg.num_samples, cfg.seed)
     dl = torch.utils.data.DataLoader(sub, batch_size=cfg.batch_size, shuffle=False)
+    if cfg.steps <= 0:
+        cfg = replace(cfg, steps=tc.sample_steps)
     learned = LearnedMetrics(cfg.metrics, dev)
     # latents: the decoded mean latent, which approximates the mean frame
     mean_frame = _decode(codec, mean_train_frame(train_ds, cfg.seed)[None, None].to(dev))[0, 0]  # (C, H, W)
+    if cfg.quantize:
+        mean_frame = quantize(mean_frame)
     g = torch.Generator(device=dev).manual_seed(cfg.seed)
     sums: dict[str, float] = {}
     n = 0
@@ -147,7 +153,9 @@ def evaluate(cfg: EvalConfig) -> dict:
         pred = sample_window(wm.model, wm.obj, x[:, :cfg.n_ctx], a, x.shape[1] - cfg.n_ctx, cfg.steps, cfg.mode,
                              cfg.history_noise, clip=1.0 if codec is None else None, generator=g)
         pp, gp = _decode(codec, pred), _decode(codec, x)
-        m = frame_metrics(pp, gp, cfg.n_ctx, mean_frame)
+        if cfg.quantize:
+            pp = quantize(pp)
+        m = frame_metrics(pp, gp, cfg.n_ctx, mean_frame, per_lag=True)
         b = x.shape[0]
         for k, v in m.items():
             sums[k] = sums.get(k, 0.0) + v * b
@@ -193,8 +201,8 @@ class RolloutConfig:
     """Frames to produce in total (start frames included)."""
     n_ctx: int = 1
     """Context frames kept by the sliding window."""
-    steps: int = 20
-    """Sampling steps per window."""
+    steps: int = 0
+    """Sampling steps per window (0 = the run's own `sample_steps`)."""
     mode: str = "full_sequence"
     """Scheduling matrix: full_sequence | pyramid | sequential."""
     history_noise: float = 0.0
@@ -231,6 +239,8 @@ def rollout_run(cfg: RolloutConfig) -> dict:
     tc = from_dict(TrainConfig, wm.train_cfg)
     codec = _codec(wm.train_cfg, dev)
     iv = tc.frame_interval
+    if cfg.steps <= 0:
+        cfg = replace(cfg, steps=tc.sample_steps)
     gt = None
     if str(cfg.actions) in ("", ".") or str(cfg.start) in ("", "."):
         src = open_episodes(tc)
@@ -273,3 +283,70 @@ def rollout_main(argv: list[str] | None = None) -> int:
 
     print(json.dumps(rollout_run(parse_config(RolloutConfig, argv=argv, prog="ttlab wm rollout")), indent=2))
     return 0
+
+
+def heldout_rollouts(weights: str | Path, horizon: int = 24, n_ctx: int = 1, steps: int = 0,
+                     mode: str = "full_sequence", max_episodes: int = 64, batch_size: int = 16, seed: int = 0,
+                     device: str = "cpu", quantize_pred: bool = True) -> dict:
+    """Sliding-window rollouts of `horizon` frames from the first frame(s) of every held-out episode long
+    enough (up to `max_episodes`), driven by the episode's own actions, scored on the generated frames
+    against copying the last context frame and against the mean training frame, with per-frame curves.
+
+    Returns {"episodes", "horizon", "psnr", "ssim", "baseline_copy_last/psnr", ..., "<key>/by_frame": [..]}
+    where by_frame[k] is frame n_ctx + k of the rollout averaged over episodes.
+    """
+    from ttlab.common.config import from_dict
+    from ttlab.common.device import resolve_device
+    from ttlab.worldmodel.data.windows import to_model_frames
+    from ttlab.worldmodel.diffusion import rollout
+    from ttlab.worldmodel.metrics import psnr, ssim
+    from ttlab.worldmodel.train import TrainConfig, build_datasets, load_world_model
+
+    dev = resolve_device(device)
+    wm = load_world_model(weights, dev)
+    tc = from_dict(TrainConfig, wm.train_cfg)
+    steps = steps if steps > 0 else tc.sample_steps
+    codec = _codec(wm.train_cfg, dev)
+    train_ds, val_ds = build_datasets(tc, _run_dir(Path(weights)) / "action_stats.json", codec)
+    src, iv = val_ds.source, tc.frame_interval
+    if src.is_latent:
+        raise ValueError("heldout_rollouts needs a pixel dataset (ground truth frames)")
+    need = (horizon - 1) * iv + 1
+    eps = [int(e) for e in val_ds.episodes if src.length(int(e)) >= need][:max_episodes]
+    if not eps:
+        raise ValueError(f"no held-out episode has the {need} raw steps a {horizon}-frame rollout at interval {iv} needs")
+    mean_frame = _decode(codec, mean_train_frame(train_ds, seed)[None, None].to(dev))[0, 0]  # (C, H, W)
+    if quantize_pred:
+        mean_frame = quantize(mean_frame)
+    g = torch.Generator(device=dev).manual_seed(seed)
+    per: dict[str, list[torch.Tensor]] = {}
+    first: tuple[torch.Tensor, torch.Tensor] | None = None
+    for i in range(0, len(eps), batch_size):
+        chunk = eps[i:i + batch_size]
+        gt = torch.stack([to_model_frames(src.frames(e, np.arange(horizon) * iv)) for e in chunk]).to(dev)
+        acts = torch.stack([torch.from_numpy(frame_actions(src.actions(e), wm.action_mean, wm.action_std, iv, horizon))
+                            for e in chunk]).to(dev)  # (B, horizon, A * iv)
+        start = gt[:, :n_ctx]
+        if codec is not None:
+            start = codec.encode(start.flatten(0, 1)).reshape(len(chunk), n_ctx, *codec.encode(start[:1, 0]).shape[1:])
+        out = rollout(wm.model, wm.obj, start, acts, window=tc.num_frames, n_ctx=n_ctx, n_steps=steps, mode=mode,
+                      clip=1.0 if codec is None else None, generator=g)
+        pred = _decode(codec, out)
+        if quantize_pred:
+            pred = quantize(pred)
+        pred[:, :n_ctx] = gt[:, :n_ctx]
+        t = gt[:, n_ctx:]  # (B, H - n_ctx, C, H, W)
+        cands = {"": pred[:, n_ctx:], "baseline_copy_last/": gt[:, n_ctx - 1:n_ctx].expand_as(t),
+                 "baseline_mean_frame/": mean_frame.expand_as(t)}
+        for name, p in cands.items():
+            per.setdefault(name + "psnr", []).append(psnr(p, t).cpu())
+            per.setdefault(name + "ssim", []).append(ssim(p, t).cpu())
+        if first is None:
+            first = (gt.cpu(), pred.cpu())
+    res: dict = {"episodes": len(eps), "horizon": horizon, "n_ctx": n_ctx, "steps": steps, "frame_interval": iv}
+    for k, v in per.items():
+        v = torch.cat(v)  # (episodes, horizon - n_ctx)
+        res[k] = float(v.mean())
+        res[k + "/by_frame"] = [round(float(x), 3) for x in v.mean(0)]
+    res["_first_batch"] = first  # (gt, pred) of the first batch, for figures; callers drop it from JSON
+    return res

@@ -16,11 +16,14 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+PSNR_CAP_DB = 80.0
+"""An exact frame scores this (the official metric's cap), not infinity or a value set by an epsilon."""
 
-def psnr(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Per-frame PSNR in dB of (..., C, H, W) frames in [-1, 1] (peak-to-peak 2). Returns (...)."""
-    mse = (pred.float() - target.float()).pow(2).mean(dim=(-3, -2, -1)).clamp(min=1e-10)
-    return 10 * torch.log10(4.0 / mse)
+
+def psnr(pred: torch.Tensor, target: torch.Tensor, cap_db: float = PSNR_CAP_DB) -> torch.Tensor:
+    """Per-frame PSNR in dB of (..., C, H, W) frames in [-1, 1] (peak-to-peak 2), at most `cap_db`. Returns (...)."""
+    mse = (pred.float() - target.float()).pow(2).mean(dim=(-3, -2, -1))
+    return (10 * torch.log10(4.0 / mse.clamp(min=1e-30))).clamp(max=cap_db)
 
 
 def _gaussian(size: int = 11, sigma: float = 1.5, device=None) -> torch.Tensor:
@@ -49,23 +52,35 @@ def ssim(pred: torch.Tensor, target: torch.Tensor, window: int = 11, sigma: floa
     return s.mean(dim=(1, 2, 3)).reshape(lead)
 
 
+def quantize(x: torch.Tensor) -> torch.Tensor:
+    """Frames in [-1, 1] -> the nearest 8-bit value (what a saved prediction holds), still in [-1, 1]."""
+    return ((x.float().clamp(-1, 1) + 1) * 127.5).round() / 127.5 - 1
+
+
 def frame_metrics(pred: torch.Tensor, target: torch.Tensor, n_ctx: int,
-                  mean_frame: torch.Tensor | None = None) -> dict[str, float]:
+                  mean_frame: torch.Tensor | None = None, per_lag: bool = False) -> dict[str, float]:
     """PSNR/SSIM of predicted frames (index >= n_ctx) of (B, F, C, H, W) clips, and of the baselines on the
     same frames: copy-last-context, a mid-gray frame (0), and `mean_frame` (C, H, W) when given (the mean
     training frame: what a model that ignores context and actions converges to under MSE).
 
+    Means are over every predicted frame (per-frame PSNR, capped at 80 dB, then averaged). `per_lag` adds
+    `<name>/lagK` for K = 1 .. F - n_ctx (K frames after the last context frame).
     Host sync: returns python floats (called once per evaluation batch, not inside a step).
     """
-    p, t = pred[:, n_ctx:], target[:, n_ctx:]
+    p, t = pred[:, n_ctx:], target[:, n_ctx:]  # (B, Fp, C, H, W)
     base = target[:, n_ctx - 1:n_ctx].expand_as(t)  # copy the last context frame forward
-    out = {"psnr": psnr(p, t).mean(), "ssim": ssim(p, t).mean(),
-           "baseline_copy_last/psnr": psnr(base, t).mean(), "baseline_copy_last/ssim": ssim(base, t).mean(),
-           "baseline_gray/psnr": psnr(torch.zeros_like(t), t).mean()}
+    per_frame = {"psnr": psnr(p, t), "ssim": ssim(p, t),  # each (B, Fp)
+                 "baseline_copy_last/psnr": psnr(base, t), "baseline_copy_last/ssim": ssim(base, t),
+                 "baseline_gray/psnr": psnr(torch.zeros_like(t), t)}
     if mean_frame is not None:
         mf = mean_frame.to(t).expand_as(t)
-        out.update({"baseline_mean_frame/psnr": psnr(mf, t).mean(), "baseline_mean_frame/ssim": ssim(mf, t).mean()})
-    return {k: float(v) for k, v in out.items()}
+        per_frame.update({"baseline_mean_frame/psnr": psnr(mf, t), "baseline_mean_frame/ssim": ssim(mf, t)})
+    out = {k: float(v.mean()) for k, v in per_frame.items()}
+    if per_lag:
+        for k, v in per_frame.items():
+            for lag in range(v.shape[1]):
+                out[f"{k}/lag{lag + 1}"] = float(v[:, lag].mean())
+    return out
 
 
 @dataclass
@@ -75,7 +90,8 @@ class MetricWeights:
     lpips: Path | None = None
     """TorchScript LPIPS network (x, y in [-1, 1] -> distance), e.g. exported from the `lpips` package."""
     i3d: Path | None = None
-    """TorchScript I3D feature extractor (the StyleGAN-V / FVD `i3d_torchscript.pt`) for FVD."""
+    """TorchScript I3D feature extractor (the StyleGAN-V / FVD `i3d_torchscript.pt`) for FVD; fed the predicted
+    frames only, in [0, 1], resized to 224 (B, C, T, 224, 224)."""
     inception: Path | None = None
     """TorchScript Inception feature extractor (2048-d pool features) for FID."""
 
@@ -97,6 +113,15 @@ def feature_stats(feats: torch.Tensor):
     return f.mean(0), np.cov(f, rowvar=False)
 
 
+def i3d_input(frames: torch.Tensor, size: int = 224) -> torch.Tensor:
+    """(B, T, C, H, W) frames in [-1, 1] -> (B, C, T, size, size) in [0, 1], bilinearly resized: the input the
+    official FVD protocol feeds I3D."""
+    B, T, C, H, W = frames.shape
+    x = ((frames.float() + 1) / 2).clamp(0, 1).flatten(0, 1)  # (B T, C, H, W)
+    x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+    return x.reshape(B, T, C, size, size).transpose(1, 2)  # (B, C, T, size, size)
+
+
 class LearnedMetrics:
     """LPIPS / FID / FVD from TorchScript weights given by path; `skipped` says why a metric is absent."""
 
@@ -114,15 +139,21 @@ class LearnedMetrics:
 
     @torch.no_grad()
     def update(self, pred: torch.Tensor, target: torch.Tensor, n_ctx: int) -> None:
-        p, t = pred[:, n_ctx:], target[:, n_ctx:]  # (B, Fp, C, H, W)
+        p, t = pred[:, n_ctx:], target[:, n_ctx:]  # (B, Fp, C, H, W): predicted frames only
         if "lpips" in self.nets:
             self.lp.append(self.nets["lpips"](p.flatten(0, 1), t.flatten(0, 1)).flatten())
         if "fid" in self.nets:
             self.fake.append(self.nets["fid"](p.flatten(0, 1)))
             self.real.append(self.nets["fid"](t.flatten(0, 1)))
-        if "fvd" in self.nets:  # I3D takes (B, C, T, H, W) in [-1, 1]
-            self.vfake.append(self.nets["fvd"](pred.transpose(1, 2)))
-            self.vreal.append(self.nets["fvd"](target.transpose(1, 2)))
+        if "fvd" in self.nets:
+            try:
+                self.vfake.append(self.nets["fvd"](i3d_input(p)))
+                self.vreal.append(self.nets["fvd"](i3d_input(t)))
+            except (RuntimeError, torch.jit.Error) as e:  # I3D's temporal pooling cannot take very short clips
+                del self.nets["fvd"]
+                self.vfake, self.vreal = [], []
+                self.skipped["fvd"] = (f"I3D cannot embed clips of {p.shape[1]} predicted frames (the official protocol "
+                                       f"scores 16); evaluate longer windows for FVD. I3D said: {str(e)[:200]}")
 
     def compute(self) -> dict[str, float]:
         out: dict[str, float] = {}

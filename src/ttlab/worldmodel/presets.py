@@ -21,19 +21,32 @@ def debug() -> TrainConfig:
 
 
 def tiny_pusht() -> TrainConfig:
-    """The demo: generated PushT 64x64 pixels, tiny model, a few CPU minutes.
+    """The demo: the `pusht_cpu` configuration (residual x target from pure noise, 1-step sampler, DINO-WM
+    spacing) with a budget of a few CPU minutes: 300 steps of 16 clips, the cosine annealing inside them.
+    The wall-clock guard only protects `make demo` on a very busy machine (the JSON/summary says if it hit)."""
+    return replace(pusht_cpu(), data="runs/data/pusht64", batch_size=16, max_steps=300, warmup_steps=30,
+                   ckpt_every=100, ema_decay=0.99, log_every=10, max_minutes=10.0)
 
-    16x16 pixel patches (16 tokens a frame, ~0.4 s a step on one busy core vs ~1.3 s with 8x8) with the
-    x target: a 128-wide token cannot predict 768 dims of noise (v and eps), but can predict the clean
-    patch (JiT, Li & He 2025). Uniform training levels, because logit-normal(0, 1) almost never draws the
-    t >= 990 where a trailing-spaced sampler starts (samples then land far below the one-step
-    prediction); half the clips start with clean context frames, as sampling feeds them.
+
+def pusht_cpu() -> TrainConfig:
+    """The CPU evidence configuration (`benchmarks/wm_evidence.py`): PushT 64x64 pixels at DINO-WM's spacing
+    (frame_interval 5), 1 clean context frame + 3 predicted, a 128-wide 4-block NanoWM with 8x8 patches.
+
+    The model predicts the *change* from the context frame (residual x target: copying the last frame is
+    the zero output) from pure noise only (terminal levels), i.e. the conditional mean that maximises PSNR;
+    its matching sampler is one step. bf16 autocast on one thread: on this machine (AVX512-BF16, 2 cores
+    shared by 5 jobs, load ~12) a step takes ~1.9 s vs 3.2 s in fp32 and ~10 s with 2 threads, whose
+    barriers stall when the cores are oversubscribed. The step budget is what ~35-40 min of that trains;
+    the cosine anneals to 0 inside it.
     """
-    return TrainConfig(data="runs/data/pusht64", size="tiny", patch_size=16, hidden=128, heads=4, depth=4,
-                       diffusion=DiffusionConfig(target="x", timestep_sampling="uniform", clean_context_prob=0.5),
-                       frame_interval=1, batch_size=16, lr=1e-3, warmup_steps=50, max_steps=2000, max_minutes=2.5,
-                       val_every=250, ckpt_every=250, val_samples=16, sample_steps=10, num_workers=0,
-                       ema_decay=0.99, log_every=20, cpu_threads=1, episode_cache=64)
+    return TrainConfig(data="data/pusht64", size="tiny", patch_size=8, hidden=128, heads=4, depth=4,
+                       num_frames=4, frame_interval=5, n_ctx=1, sample_steps=1,
+                       diffusion=DiffusionConfig(target="x", timestep_sampling="terminal", clean_context_prob=1.0,
+                                                 context_frames=1, residual=True),
+                       batch_size=32, lr=1e-3, weight_decay=0.0, warmup_steps=100, max_steps=1500,
+                       val_every=10**9, ckpt_every=100, val_samples=16, num_workers=0, ema_decay=0.995,
+                       log_every=25, cpu_threads=1, precision="bf16-mixed", episode_cache=1024, progress_bar=False,
+                       device="cpu")
 
 
 def pusht_b4() -> TrainConfig:
@@ -79,5 +92,5 @@ def _ablations(base_fn) -> dict:
     return out
 
 
-TRAIN_PRESETS = {"debug": debug, "tiny_pusht": tiny_pusht, "pusht_b4": pusht_b4, "pusht_b2": pusht_b2,
+TRAIN_PRESETS = {"debug": debug, "tiny_pusht": tiny_pusht, "pusht_cpu": pusht_cpu, "pusht_b4": pusht_b4, "pusht_b2": pusht_b2,
                  "rt1_b2": rt1_b2, "csgo_l2": csgo_l2, **_ablations(pusht_b4)}

@@ -74,9 +74,11 @@ class TrainConfig:
     min_lr_ratio: float = 0.0
     """Cosine decay floor as a fraction of lr."""
     max_steps: int = 50_000
-    """Optimizer steps in total (the cosine ends here)."""
+    """Training budget in optimizer steps: the warmup + cosine schedule anneals to min_lr_ratio exactly here,
+    and `--resume` continues the step count towards it."""
     max_minutes: float = 0.0
-    """Stop after this wall time (0 = no limit); the schedule still spans max_steps."""
+    """Safety stop after this wall time of *this* process (0 = none; a resumed run gets it afresh). It cuts the
+    schedule short, so size max_steps to the time instead and keep this as a guard."""
     grad_clip: float = 1.0
     """Gradient norm clip (0 disables)."""
     ema_decay: float = 0.9999
@@ -247,6 +249,23 @@ class WorldModelModule(L.LightningModule):
         })
 
 
+class WallClockGuard(L.Callback):
+    """Stop after `minutes` of this process's training wall time (Lightning's max_time would carry the elapsed
+    time of a resumed run over in the checkpoint, so a resumed run would barely train)."""
+
+    def __init__(self, minutes: float):
+        self.seconds, self.t0 = minutes * 60.0, None
+        self.stopped_at: int | None = None
+
+    def on_train_start(self, trainer, module) -> None:
+        self.t0 = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, idx) -> None:
+        if self.t0 is not None and time.perf_counter() - self.t0 >= self.seconds:
+            trainer.should_stop = True
+            self.stopped_at = int(trainer.global_step)
+
+
 class ExportWeights(L.Callback):
     """Every `every` steps and at the end: EMA + raw weights as safetensors (rank 0, atomic)."""
 
@@ -298,14 +317,15 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     accel = "gpu" if dev.type == "cuda" else "cpu"
     ckpt = ModelCheckpoint(dirpath=run.checkpoints, filename="{step}", every_n_train_steps=cfg.ckpt_every,
                            save_top_k=-1, save_last=True)
+    guard = WallClockGuard(cfg.max_minutes) if cfg.max_minutes > 0 else None
     trainer = L.Trainer(
         accelerator=accel, devices=cfg.devices if accel == "gpu" else 1, num_nodes=cfg.num_nodes,
         strategy="ddp" if (cfg.devices > 1 or cfg.num_nodes > 1) else "auto",
         precision=resolve_precision(cfg, accel), max_steps=cfg.max_steps, max_epochs=-1,
-        max_time={"minutes": cfg.max_minutes} if cfg.max_minutes > 0 else None,
         gradient_clip_val=cfg.grad_clip or None, val_check_interval=cfg.val_every, check_val_every_n_epoch=None,
         logger=TensorBoardLogger(str(run.path), name="tb", version=""), callbacks=[
-            ckpt, ExportWeights(run.checkpoints / "weights_latest", cfg.ckpt_every, train_ds.action_stats)],
+            ckpt, ExportWeights(run.checkpoints / "weights_latest", cfg.ckpt_every, train_ds.action_stats),
+            *([guard] if guard else [])],
         log_every_n_steps=cfg.log_every, enable_progress_bar=cfg.progress_bar, num_sanity_val_steps=0,
         enable_model_summary=False)
     last = run.checkpoints / "last.ckpt"
@@ -313,7 +333,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     trainer.fit(module, train_dl, val_dl, ckpt_path=str(last) if cfg.resume and last.exists() else None)
     secs = time.perf_counter() - t0
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-    return {"run_dir": str(run.path), "steps": int(trainer.global_step), "seconds": secs,
+    return {"run_dir": str(run.path), "steps": int(trainer.global_step), "max_steps": cfg.max_steps, "seconds": secs,
+            "stopped_by_wall_clock": guard is not None and guard.stopped_at is not None,
             "weights": str(run.checkpoints / "weights_latest"), "metrics": metrics}
 
 

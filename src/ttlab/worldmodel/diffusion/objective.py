@@ -43,11 +43,24 @@ class DiffusionConfig:
     """Probability that a training clip starts with clean frames (a uniform count in 1..F-1, level -1, left
     out of the loss): the state of context frames at sampling time, which per-frame logit-normal levels
     almost never produce (P(t < 50) is about 0.2%)."""
+    context_frames: int = 0
+    """Clean frames at the start of a clip drawn to have them: 0 = a uniform count in 1..F-1, else exactly
+    this many (the sampler's context length)."""
+    residual: bool = False
+    """x target only: the model predicts the change from the last clean context frame (x0 = anchor + output),
+    so copying the last frame is the zero function and the model learns only what moves. Needs every clip
+    to start clean (clean_context_prob = 1)."""
 
     def __post_init__(self) -> None:
         tg.check_target(self.target)
         if not 0.0 <= self.clean_context_prob <= 1.0:
             raise ValueError(f"diffusion: clean_context_prob={self.clean_context_prob} must be in [0, 1]")
+        if self.context_frames < 0:
+            raise ValueError(f"diffusion: context_frames={self.context_frames} must be >= 0")
+        if self.residual and (self.target != "x" or self.clean_context_prob != 1.0):
+            raise ValueError(f"diffusion: residual=True needs target='x' and clean_context_prob=1.0 (the change is "
+                             f"taken from the last clean context frame), got target={self.target!r}, "
+                             f"clean_context_prob={self.clean_context_prob}")
         if self.target == "eps" and self.zero_terminal_snr:
             raise ValueError("diffusion: target=eps with zero_terminal_snr=True is degenerate at t=T-1 "
                              "(x0 = (x_t - eps)/0); use --diffusion.zero-terminal-snr False for eps")
@@ -130,8 +143,25 @@ class Objective:
         if p <= 0 or frames < 2:
             return torch.zeros(batch, frames, dtype=torch.bool, device=device)
         draw = torch.rand(batch, generator=generator, device=device) < p  # (B,)
-        n = torch.randint(1, frames, (batch,), generator=generator, device=device)  # (B,) in 1..F-1
+        if self.cfg.context_frames > 0:
+            if self.cfg.context_frames >= frames:
+                raise ValueError(f"diffusion: context_frames={self.cfg.context_frames} leaves no frame to predict "
+                                 f"in a {frames}-frame clip")
+            n = torch.full((batch,), self.cfg.context_frames, device=device)
+        else:
+            n = torch.randint(1, frames, (batch,), generator=generator, device=device)  # (B,) in 1..F-1
         return draw[:, None] & (torch.arange(frames, device=device)[None] < n[:, None])
+
+    def predict(self, model, x_t: torch.Tensor, level: torch.Tensor, actions: torch.Tensor,
+                anchor: torch.Tensor | None) -> torch.Tensor:
+        """The model's prediction of the target at x_t; with `residual`, anchor (B, 1, C, H, W) (the last clean
+        context frame) + the model's output, so the result is always in the target's own space."""
+        pred = model(x_t, self.model_time(level), actions)
+        if self.cfg.residual:
+            if anchor is None:
+                raise ValueError("residual objective: an anchor frame (the last clean context frame) is required")
+            pred = pred.float() + anchor.float()  # fp32: a bf16 anchor would lose the copy's exactness
+        return pred
 
     def loss(self, model, x0: torch.Tensor, actions: torch.Tensor, generator=None) -> tuple[torch.Tensor, dict]:
         """Weighted per-frame MSE of the target over the noised frames; returns (scalar loss, detached stats)."""
@@ -141,7 +171,11 @@ class Objective:
         level = torch.where(ctx, self.clean_level(level), level)
         eps = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
         x_t = self.noised(x0, eps, level)  # (B, F, C, H, W)
-        pred = model(x_t, self.model_time(level), actions)
+        anchor = None
+        if self.cfg.residual:  # every clip starts clean (checked in the config): its last clean frame
+            last = (ctx.sum(1) - 1).clamp(min=0)  # (B,)
+            anchor = x0[torch.arange(B, device=x0.device), last][:, None]  # (B, 1, C, H, W)
+        pred = self.predict(model, x_t, level, actions, anchor)
         mse = (pred.float() - self.target(x0, eps, level).float()).pow(2).mean(dim=(2, 3, 4))  # (B, F)
         snr = torch.zeros_like(mse) if self.flow else self.schedule.snr(level)
         w = tg.min_snr_weight(snr, self.cfg.snr_gamma, self.cfg.target) * (~ctx)  # (B, F)

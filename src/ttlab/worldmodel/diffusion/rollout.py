@@ -3,7 +3,9 @@
 The model was trained on windows of `window` frames. To predict a horizon of H frames from a start clip
 of `n_ctx` frames, each round keeps the last `n_ctx` known/generated frames as context, generates the
 next `window - n_ctx` frames with `sample_window`, appends them, and slides on. Actions are per frame
-(already shifted by one by the data pipeline: actions[:, t] led to frame t).
+(already shifted by one by the data pipeline: actions[:, t] led to frame t). Each window's first frame gets
+the zero action, as every training window's first frame does (the data contract): the action that led to
+it lies before the window, and a model never saw a first frame carry one.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ def rollout(model, obj: Objective, start: torch.Tensor, actions: torch.Tensor, w
     while k < H:
         n_gen = min(window - n_ctx, H - k)
         ctx = out[:, k - n_ctx:k]  # (B, n_ctx, C, H, W)
-        win = sample_window(model, obj, ctx, actions[:, k - n_ctx:k + n_gen], n_gen, n_steps, mode, history_noise,
-                            clip, generator, autocast_dtype)
+        acts = actions[:, k - n_ctx:k + n_gen].clone()  # (B, n_ctx + n_gen, A)
+        acts[:, 0] = 0  # the window's first frame: as in training
+        win = sample_window(model, obj, ctx, acts, n_gen, n_steps, mode, history_noise, clip, generator,
+                            autocast_dtype)
         out[:, k:k + n_gen] = win[:, n_ctx:]
         k += n_gen
     return out

@@ -78,7 +78,7 @@ def sample_window(model, obj: Objective, context: torch.Tensor, actions: torch.T
         x_in = torch.where(cm, hist_x, x)
         lvl_in = torch.where(is_clean, hist_level, lvl_now)
         with torch.autocast(dev.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-            pred = model(x_in, obj.model_time(lvl_in), actions)
+            pred = obj.predict(model, x_in, lvl_in, actions, context[:, -1:])
         x0, eps = obj.x0_eps(pred.float().to(x.dtype), x_in, lvl_in)
         if clip is not None:
             x0 = x0.clamp(-clip, clip)

@@ -1,4 +1,6 @@
-"""Training-time noise levels: one independent level per frame (diffusion forcing), uniform or logit-normal.
+"""Training-time noise levels: one independent level per frame (diffusion forcing), uniform or logit-normal,
+or always the terminal level (the model then learns the conditional mean: a deterministic predictor that
+one sampling step from pure noise reads out).
 
 A level is returned as a float `u` in (0, 1) per frame; the objective maps it to a discrete timestep
 `floor(u * T)` (DDPM targets) or a flow time `s = u` (flow target). Logit-normal (SD3): u = sigmoid(n),
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-SAMPLINGS = ("logit_normal", "uniform")
+SAMPLINGS = ("logit_normal", "uniform", "terminal")
 
 
 def sample_levels(batch: int, frames: int, method: str = "logit_normal", mean: float = 0.0, std: float = 1.0,
@@ -22,13 +24,15 @@ def sample_levels(batch: int, frames: int, method: str = "logit_normal", mean: f
         u = torch.sigmoid(n)
     elif method == "uniform":
         u = torch.rand(batch, cols, generator=generator, device=device)
+    elif method == "terminal":  # always the last level (pure noise under zero-terminal SNR): a regressor
+        u = torch.ones(batch, cols, device=device)
     else:
         raise ValueError(f"timestep sampling {method!r}: expected one of {', '.join(SAMPLINGS)}")
     return u.expand(batch, frames).contiguous()  # (B, F)
 
 
 def levels_to_timesteps(u: torch.Tensor, T: int) -> torch.Tensor:
-    """(…) levels in [0, 1) -> integer timesteps in {0, …, T-1}."""
+    """(…) levels in [0, 1] -> integer timesteps in {0, …, T-1} (1.0 is the last, T-1)."""
     return (u * T).floor().long().clamp(0, T - 1)
 
 
