@@ -56,7 +56,7 @@ def normalise(h):
     return np.clip(h, 0.0, 1.0)
 
 
-def lp_step(h, c, delta, margin, max_rounds=30):
+def lp_step(h, c, delta, margin, deadline, max_rounds=30):
     """The minimiser d of the linear model over all lags within the trust region (None if the LP fails)."""
     n = h.size
     active = set(np.nonzero(c >= c.max() - margin)[0].tolist())
@@ -67,9 +67,13 @@ def lp_step(h, c, delta, margin, max_rounds=30):
     a_eq = np.ones((1, n + 1))
     a_eq[0, -1] = 0.0
     for _ in range(max_rounds):
+        left = deadline - time.time()
+        if left < 0.5:
+            return None
         lags = np.array(sorted(active))
         a_ub = np.hstack([jac_rows(h, lags), -np.ones((lags.size, 1))])
-        res = linprog(cost, A_ub=a_ub, b_ub=-c[lags], A_eq=a_eq, b_eq=[0.0], bounds=bounds, method="highs")
+        res = linprog(cost, A_ub=a_ub, b_ub=-c[lags], A_eq=a_eq, b_eq=[0.0], bounds=bounds, method="highs",
+                      options={"time_limit": left})
         if res.status != 0:
             return None
         d, t = res.x[:n], res.x[-1]
@@ -89,7 +93,9 @@ def polish(h, budget_s, delta, margin):
     steps = 0
     while time.time() - t0 < budget_s and delta > 1e-9:
         c = corr(h)
-        d = lp_step(h, c, delta, margin)
+        d = lp_step(h, c, delta, margin, t0 + budget_s)
+        if d is None and time.time() - t0 >= budget_s - 0.5:
+            break
         if d is None:
             delta *= 0.5
             continue
