@@ -127,6 +127,7 @@ def coplayer_assignment(E: int, A: int, n_policies: int, fraction: float, device
 def _save(run, policy, opt, cfg: TrainConfig, horizon: int, update: int, agent_steps: int) -> None:
     save_checkpoint(run.checkpoints / "latest", {
         "policy": policy.state_dict(), "optimizer": opt.state_dict(), "policy_config": to_dict(cfg.policy),
+        "env_config": to_dict(cfg.env), "scenarios": cfg.scenarios, "seed": cfg.seed,  # `ttlab drive eval` uses them
         "horizon": horizon, "update": update, "agent_steps": agent_steps, "rng": rng_state(),
     })
 
