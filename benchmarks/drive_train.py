@@ -3,9 +3,10 @@
 Two counts per row: slot-steps (every agent slot of every env per env step, padding and limbo included;
 what the budget `total_agent_steps` counts) and in-play steps (learner steps with the agent in play: the
 PPO loss mask; what `charts/SPS` reports and what PufferLib counts). Rows: the preset's transformer and
-the same config with the MLP core; with --baseline also the pre-speedup settings on the same env
-(63 partner / 200 road slots, 4 epochs x 4 minibatches, context prefix re-encoded with gradient:
---ppo.context full), and with --levers each speedup alone. Rows are run round-robin, one update each in
+the same config with the MLP core; with --baseline also the pre-speedup settings on the same scenes and
+trials (63 partner / 200 road slots, embed 64 / d_model 128, 4 epochs x 4 minibatches, context prefix
+re-encoded with gradient: --ppo.context full), and with --levers each of those undone alone. (The code-level
+speedups, rollout skipping agents out of play and the key/value-only prefill, are in every row.) Rows are run round-robin, one update each in
 turn, so a load spike on the shared machine hits every row alike, and the ratios are from the same run.
 Each row also reports its process CPU time per update. Prints one line per row, then ONE JSON line last.
 
@@ -42,6 +43,11 @@ def old_ppo(cfg: TrainConfig) -> TrainConfig:
 def full_context(cfg: TrainConfig) -> TrainConfig:
     """Context prefix re-encoded with gradient in every minibatch (the old exact-gradient path)."""
     return dataclasses.replace(cfg, ppo=dataclasses.replace(cfg.ppo, context="full"))
+
+
+def old_model(cfg: TrainConfig) -> TrainConfig:
+    """Policy width before: embed 64, d_model 128 (the PolicyConfig defaults)."""
+    return dataclasses.replace(cfg, policy=dataclasses.replace(cfg.policy, embed=64, hidden=128))
 
 
 def with_core(cfg: TrainConfig, core: str) -> TrainConfig:
@@ -120,10 +126,10 @@ def main() -> None:
         cfg = with_core(base, core)
         setups.append((core, cfg))
         if a.baseline:
-            setups.append((f"{core}_before", full_context(old_ppo(old_obs(cfg)))))
+            setups.append((f"{core}_before", full_context(old_model(old_ppo(old_obs(cfg))))))
         if a.levers and core == "transformer":
             setups += [(f"{core}_obs_63_200", old_obs(cfg)), (f"{core}_ppo_4x4", old_ppo(cfg)),
-                       (f"{core}_context_full", full_context(cfg))]
+                       (f"{core}_context_full", full_context(cfg)), (f"{core}_d128", old_model(cfg))]
     rows = [Row(name, cfg, device) for name, cfg in setups]
     for r in rows:
         r.step(timed=False)  # warm-up (also fills the transformer's context prefix)
