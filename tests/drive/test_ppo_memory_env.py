@@ -118,6 +118,27 @@ def test_first_epoch_logprobs_equal_the_rollouts_across_row_boundaries():
         assert (values_m - b.values)[m].abs().max() < 1e-5
 
 
+def test_stored_context_reproduces_the_rollouts_logprobs_after_the_weights_change():
+    """context = stored: no prefill; training with the rollout's recorded keys/values as memory attends exactly
+    what the rollout attended, even though the weights changed between the rollouts."""
+    torch.manual_seed(0)
+    env = MemoryEnv(num_envs=4)
+    policy = _transformer()
+    ro = Rollout(env, policy, steps=4, gamma=0.9, gae_lambda=0.9, stored_context=True)
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    C = policy.context_len
+    for _ in range(4):
+        policy.eval()
+        b = ro.collect()
+        with torch.no_grad():
+            logits, values, _ = policy(b.obs[:, C:], b.terminals, b.removed, pos0=b.pos0, memory=b.memory)
+        m = b.mask
+        assert (log_prob(logits, b.actions, False) - b.logprobs)[m].abs().max() < 1e-5
+        assert (values - b.values)[m].abs().max() < 1e-5
+        policy.train()
+        ppo_update(policy, opt, b, PPOConfig(update_epochs=1, num_minibatches=1, context="stored"))
+
+
 def test_rollout_masks_limbo_and_stops_bootstrap_at_trial_ends():
     torch.manual_seed(0)
     env = MemoryEnv(num_envs=2, num_agents=1)
