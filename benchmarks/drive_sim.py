@@ -22,8 +22,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import resource
+import subprocess
 import time
 
 import torch

@@ -24,7 +24,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from drive_train import Row, full_context, old_model, old_obs, old_ppo, with_core  # noqa: E402
-
 from ttlab.drive.presets import TRAIN_PRESETS  # noqa: E402
 
 SECTIONS = {  # name: (file suffix, function name)
