@@ -169,12 +169,12 @@ def test_one_ppo_update_changes_weights_and_reduces_the_loss():
     assert loss2 < loss1
 
 
-def _train(policy, updates: int, seed: int):
+def _train(policy, updates: int, seed: int, context: str = "memory"):
     torch.manual_seed(seed)
     env = MemoryEnv(num_envs=32, seed=seed)
-    ro = Rollout(env, policy, steps=12, gamma=0.9, gae_lambda=0.9)
+    ro = Rollout(env, policy, steps=12, gamma=0.9, gae_lambda=0.9, stored_context=context == "stored")
     opt = torch.optim.Adam(policy.parameters(), lr=3e-3)
-    cfg = PPOConfig(update_epochs=4, num_minibatches=2, ent_coef=0.003)
+    cfg = PPOConfig(update_epochs=4, num_minibatches=2, ent_coef=0.003, context=context)
     for _ in range(updates):
         policy.eval()
         b = ro.collect()
@@ -196,6 +196,15 @@ def test_transformer_adapts_across_trials_and_the_mlp_cannot():
     assert tm["ada_delta_trial_1_minus_0"] > 0.3, tm
     assert abs(float(mm["ada_delta_trial_1_minus_0"])) < 0.15, mm
     assert mm["trial_1_goal_rate"] < 0.65, mm
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("context", ["stored", "full"])
+def test_transformer_adapts_with_the_other_context_modes(context):
+    torch.manual_seed(1)
+    tm = _train(_transformer(), updates=60, seed=1, context=context)
+    assert tm["trial_1_goal_rate"] > 0.85, tm
+    assert tm["ada_delta_trial_1_minus_0"] > 0.3, tm
 
 
 @pytest.mark.parametrize("core", ["lstm"])
