@@ -16,11 +16,18 @@ How training sees exactly the context the rollout saw (an episode may cross a ro
   on from it. Training runs `policy.forward` over prefix + segment, so every loss step attends over
   the same tokens, through the same weights, as when it was acted on: the first PPO epoch reproduces
   the rollout's log-probs exactly (tested), and no episode is ever cut at a row boundary;
+- transformer with `stored_context` (PPO `context = stored`): no rebuild; the rollout steps on with its KV
+  cache as it is, and records every step's keys/values, so training takes the prefix's keys/values as the
+  rollout computed them (with the weights of the rollout that stepped them: one update stale, as R2D2's
+  stored state) and again attends exactly what the rollout attended; the prefill's cost is saved;
 - LSTM: the recurrent state at the start of the row is stored per row and training starts from it;
 - MLP: nothing to carry.
 
 On CPU the prefill and the PPO update pass `needed` to `policy.forward`, so tokens that no loss (or no
-cache slot) can read, such as earlier episodes in the prefix and limbo steps, are not computed.
+cache slot) can read, such as earlier episodes in the prefix and limbo steps, are not computed; and each
+rollout step passes `active` (the learner's agents in play) to `forward_eval`, so padding slots, limbo and
+co-players' agents are not computed either (their logits and values are never read: masked out of the loss,
+and GAE stops before a removed step).
 
 Co-players (population play) are agents the env controls by policy but the learner does not: frozen
 policies loaded from checkpoints, each stepped in one batched forward over all agents; their steps are
@@ -53,6 +60,11 @@ class Batch:
     advantages: torch.Tensor
     returns: torch.Tensor
     mask: torch.Tensor
+    memory: tuple[torch.Tensor, torch.Tensor] | None = None
+    """Transformer: keys and values (k, v) each (L, N, H, C, dh) of the context prefix, from the prefill with
+    the weights the rollout acted with (`TransformerPolicy.prefill`); None for the other cores."""
+    in_play: torch.Tensor | None = None
+    """0-d long: learner steps with the agent in play (mask.sum()), the steps `charts/SPS` counts."""
 
 
 class CoPlayers:
@@ -86,7 +98,7 @@ def _flat(x: torch.Tensor) -> torch.Tensor:
 
 class Rollout:
     def __init__(self, env, policy, steps: int, gamma: float, gae_lambda: float, coplayers: CoPlayers | None = None,
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None, stored_context: bool = False):
         self.env, self.policy, self.T = env, policy, steps
         self.gamma, self.lam = gamma, gae_lambda
         self.coplayers, self.gen = coplayers, generator
@@ -111,8 +123,13 @@ class Rollout:
         self.next_pos = torch.zeros(N, dtype=torch.long, device=dev)
         self.controlled = _flat(env.controlled).bool()
         self.state = policy.initial_state(N, dev)
+        self.stored = stored_context and C > 0
+        if self.stored:  # keys/values of every buffer column as the rollout computed them: (2, L, N, H, C+T, dh)
+            L, _, H, _, dh = self.state.k.shape
+            self.kv = torch.zeros(2, L, N, H, C + T, dh, device=dev, dtype=self.state.k.dtype)
         self._collected = False
-        self.agent_steps = 0
+        self.agent_steps = 0  # slot-steps: every agent slot of every env per step
+        self.in_play_steps = torch.zeros((), dtype=torch.long, device=dev)  # learner steps in play (sum of mask)
 
     def _per_env(self, flag: torch.Tensor) -> torch.Tensor:
         """An env-level flag (E,) or an event seen by any agent of an env (E, A), broadcast: -> (N,)."""
@@ -144,27 +161,43 @@ class Rollout:
         if self._collected and C > 0:  # slide the last C steps into the prefix
             for buf in (self.obs, self.terminals, self.removed, self.pos):
                 buf[:, :C] = buf[:, T:T + C].clone()
+            if self.stored:
+                self.kv[..., :C, :] = self.kv[..., T:T + C, :].clone()
         self._collected = True
-        if C > 0:  # rebuild the KV cache from the prefix with the current weights
+        if self.stored:  # keep stepping on the cache as it is; the prefix's keys/values are the ones it holds
+            state, state0 = self.state, None
+            memory = (self.kv[0, :, :, :, :C], self.kv[1, :, :, :, :C])
+        elif C > 0:  # rebuild the KV cache from the prefix with the current weights
             terms, rem = self.terminals[:, :C], self.removed[:, :C]
             needed = None
             if self.device.type == "cpu":  # the cache keeps the last episode's unremoved tokens: compute only those
                 ep = terms.long().cumsum(dim=1)  # (N, C)
                 needed = ~rem & (ep == ep[:, -1:])
-            _, _, state = policy.forward(self.obs[:, :C], terms, rem, pos0=self.pos[:, 0], return_state=True,
-                                         needed=needed)
+            if hasattr(policy, "prefill"):
+                state, memory = policy.prefill(self.obs[:, :C], terms, rem, pos0=self.pos[:, 0], needed=needed)
+            else:
+                _, _, state = policy.forward(self.obs[:, :C], terms, rem, pos0=self.pos[:, 0], return_state=True,
+                                             needed=needed)
+                memory = None
             state0 = None
         else:
-            state = self.state
+            state, memory = self.state, None
             state0 = None if state is None else tuple(s.clone() for s in state)
         learner = self.coplayers.learner if self.coplayers is not None else torch.ones_like(self.controlled)
+        skip = self.device.type == "cpu"  # computing only agents in play costs a host sync: CPU only
         for t in range(T):
             obs, term, rem = self.next_obs, self.next_term, self.next_removed
             self.obs[:, C + t] = obs
             self.terminals[:, C + t] = term
             self.removed[:, C + t] = rem
             self.pos[:, C + t] = self.next_pos
-            logits, value, state = policy.forward_eval(obs, state, term, rem)  # (N, P), (N,)
+            active = self.controlled & learner & ~rem if skip else None  # only the learner's agents in play
+            logits, value, state = policy.forward_eval(obs, state, term, rem, active=active)  # (N, P), (N,)
+            if self.stored:  # this step's keys/values: the ring slot it was written to
+                slot = ((state.pos - 1) % state.k.shape[3]).view(1, -1, 1, 1, 1)  # (1, N, 1, 1, 1)
+                idx = slot.expand(*state.k.shape[:3], 1, state.k.shape[4])  # (L, N, H, 1, dh)
+                self.kv[0, ..., C + t, :] = state.k.gather(3, idx).squeeze(3)
+                self.kv[1, ..., C + t, :] = state.v.gather(3, idx).squeeze(3)
             action = sample(logits, policy.continuous, self.gen)
             self.logprobs[:, t] = log_prob(logits, action, policy.continuous).float()
             self.values[:, t] = value.float()
@@ -183,10 +216,16 @@ class Rollout:
             self.next_pos = torch.where(term_n, torch.zeros_like(self.next_pos), self.next_pos + 1)
             self.controlled = _flat(res.controlled).bool()
         self.agent_steps += self.N * T
-        if C == 0:
+        in_play = self.mask.sum()
+        self.in_play_steps += in_play  # 0-d device tensor: no host sync here
+        if C == 0 or self.stored:
             self.state = state
-        _, next_value, _ = policy.forward_eval(self.next_obs, state, self.next_term, self.next_removed)
+        if self.stored:  # the bootstrap step below must not enter the cache the next rollout steps on
+            state = type(state)(k=state.k.clone(), v=state.v.clone(), valid=state.valid.clone(), pos=state.pos.clone())
+        active = self.controlled & learner & ~self.next_removed if skip else None
+        _, next_value, _ = policy.forward_eval(self.next_obs, state, self.next_term, self.next_removed, active=active)
         adv, ret = gae(self.rewards, self.values, next_value.float(), self.stop, self.gamma, self.lam)
         return Batch(obs=self.obs, terminals=self.terminals, removed=self.removed, pos0=self.pos[:, 0],
                      state0=state0, actions=self.actions, logprobs=self.logprobs, values=self.values,
-                     rewards=self.rewards, advantages=adv, returns=ret, mask=self.mask)
+                     rewards=self.rewards, advantages=adv, returns=ret, mask=self.mask, memory=memory,
+                     in_play=in_play)
