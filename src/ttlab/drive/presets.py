@@ -62,7 +62,7 @@ def hidden_exit(core: str = "transformer") -> TrainConfig:
     return TrainConfig(
         env=EnvConfig(num_envs=128, max_agents=1, goal_behavior="trial", k_trials=2, trial_length=50,
                       hidden_goal=True, exit_feedback=True, goal_radius=3.0, collision_behavior="remove",
-                      offroad_behavior="ignore", reward_offroad=-0.05, reward_progress=0.02,
+                      offroad_behavior="ignore", reward_offroad=-0.01, reward_progress=0.05,
                       progress_target="nearest_exit", partner_slots=1, road_slots=32, road_radius=30.0),
         scenarios=HIDDEN_EXIT_SCENES,
         policy=PolicyConfig(core=core, embed=32, hidden=64, n_layers=1, n_heads=4),
