@@ -25,50 +25,12 @@ from pathlib import Path
 
 import torch
 
+from ttlab.drive.adapt import held_out_env, train_hidden_exit
 from ttlab.drive.adapt_eval import run_policy
-from ttlab.drive.policy import build_policy
-from ttlab.drive.ppo import ppo_update
 from ttlab.drive.presets import HIDDEN_EXIT_HELD_OUT, hidden_exit
-from ttlab.drive.rollout import Rollout
 from ttlab.drive.scripted import FixedChooser, MemoryChooser, pool_exit_routes, run_scripted
-from ttlab.drive.sim.env import DriveEnv
-from ttlab.drive.train import env_horizon, make_env
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def train_one(core: str, seed: int, steps: int, log=print) -> tuple[torch.nn.Module, list[dict], dict]:
-    """PPO on the benchmark config; returns the policy, the learning curve and run facts."""
-    cfg = hidden_exit(core)
-    torch.manual_seed(seed)
-    env = make_env(cfg.env, cfg.scenarios, torch.device("cpu"), seed)
-    policy = build_policy(cfg.policy, env.layout, env.num_actions, False, horizon=env_horizon(env))
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.ppo.lr, eps=1e-5)
-    ro = Rollout(env, policy, cfg.rollout_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda)
-    per_update = ro.N * cfg.rollout_steps
-    updates = max(1, -(-steps // per_update))
-    curve, t0 = [], time.perf_counter()
-    for u in range(1, updates + 1):
-        policy.eval()
-        batch = ro.collect()
-        policy.train()
-        ppo_update(policy, opt, batch, cfg.ppo)
-        m = {k: float(v) for k, v in env.metrics().items() if k.startswith(("trial_", "ada_", "n_trials"))}
-        curve.append({"update": u, "agent_steps": u * per_update, "wall_s": round(time.perf_counter() - t0, 1),
-                      **{k: round(v, 4) for k, v in m.items() if not k.startswith("ada_delta_trial_1_minus_0_")}})
-        if u % 10 == 0 or u == updates:
-            c = curve[-1]
-            log(f"  {core} seed {seed} update {u}/{updates} {c['wall_s']:.0f}s goal t0 {c.get('trial_0_goal_rate', 0):.3f}"
-                f" t1 {c.get('trial_1_goal_rate', 0):.3f} exit t0 {c.get('trial_0_exit_rate', 0):.3f}")
-    facts = {"updates": updates, "agent_steps": updates * per_update, "train_wall_s": round(time.perf_counter() - t0, 1),
-             "params": sum(p.numel() for p in policy.parameters())}
-    return policy.eval(), curve, facts
-
-
-def held_out_env(seed: int = 0, num_envs: int = 64) -> DriveEnv:
-    cfg = hidden_exit()
-    cfg.env.num_envs = num_envs
-    return make_env(cfg.env, HIDDEN_EXIT_HELD_OUT, torch.device("cpu"), seed)
 
 
 def _panel(draw, box, series, title: str, ylim: tuple[float, float], xmax: float) -> None:
@@ -147,7 +109,7 @@ def main() -> int:
     for core in args.cores.split(","):
         for seed in range(args.seeds):
             log(f"train {core} seed {seed}")
-            policy, curve, facts = train_one(core, seed, args.steps, log)
+            policy, curve, facts = train_hidden_exit(core, seed, steps=args.steps, log=log)
             t0 = time.perf_counter()
             ev = run_policy(held_out_env(seed=100 + seed), policy, args.eval_episodes)
             ev = {k: round(v, 4) for k, v in ev.items()}

@@ -21,7 +21,14 @@ from ttlab.drive.policy import MLPPolicy, ObsLayout, TransformerPolicy
 from ttlab.drive.presets import hidden_exit
 from ttlab.drive.scenarios.pool import ProceduralSpec, load_pool
 from ttlab.drive.scenarios.procedural import generate
-from ttlab.drive.scripted import ExitDriver, FixedChooser, MemoryChooser, RandomChooser, pool_exit_routes, run_scripted
+from ttlab.drive.scripted import (
+    ExitDriver,
+    FixedChooser,
+    MemoryChooser,
+    RandomChooser,
+    pool_exit_routes,
+    run_scripted,
+)
 from ttlab.drive.sim.env import DriveEnv, EnvConfig
 from ttlab.drive.sim.state import SimState
 
