@@ -51,7 +51,7 @@ def _panel(draw, box, series, title: str, ylim: tuple[float, float], xmax: float
     draw.text((x1 - 120, y1 + 4), f"agent-steps (max {xmax / 1e3:.0f}K)", fill=(0, 0, 0))
     for xs, ys, rgb, dashed in series:
         pts = [px(x, y) for x, y in zip(xs, ys, strict=True) if y == y]
-        for i, (a, b) in enumerate(zip(pts, pts[1:])):
+        for i, (a, b) in enumerate(zip(pts, pts[1:], strict=False)):
             if not dashed or i % 2 == 0:
                 draw.line([a, b], fill=rgb, width=2)
 
@@ -81,13 +81,30 @@ def plot(runs: list[dict], path: Path) -> None:
     img.save(path)
 
 
+def run_one(core: str, seed: int, steps: int, eval_episodes: int, threads: int, t_start: float) -> dict:
+    """Train one (core, seed) and evaluate it on held-out scenes (paired trials)."""
+    torch.set_num_threads(threads)
+
+    def log(msg: str) -> None:
+        print(f"[{time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
+
+    log(f"train {core} seed {seed}")
+    policy, curve, facts = train_hidden_exit(core, seed, steps=steps, log=log)
+    t0 = time.perf_counter()
+    ev = {k: round(v, 4) for k, v in run_policy(held_out_env(seed=100 + seed), policy, eval_episodes).items()}
+    facts["eval_wall_s"] = round(time.perf_counter() - t0, 1)
+    log(f"eval {core} seed {seed}: {ev}")
+    return {"core": core, "seed": seed, **facts, "eval": ev, "curve": curve}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=hidden_exit().total_agent_steps, help="agent-steps per run")
     ap.add_argument("--cores", default="transformer,mlp")
     ap.add_argument("--eval-episodes", type=int, default=8, help="episodes per held-out env (64 envs)")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2, help="torch threads with --jobs 1")
+    ap.add_argument("--jobs", type=int, default=2, help="runs trained at once, one thread each")
     ap.add_argument("--out", type=Path, default=RESULTS / "drive_adapt.json")
     ap.add_argument("--png", type=Path, default=RESULTS / "drive_adapt.png")
     args = ap.parse_args()
@@ -105,17 +122,14 @@ def main() -> int:
         scripted[name] = {k: round(v, 4) for k, v in run_scripted(env, routes, ch, args.eval_episodes).items()}
         log(f"scripted {name}: {scripted[name]}")
 
-    runs = []
-    for core in args.cores.split(","):
-        for seed in range(args.seeds):
-            log(f"train {core} seed {seed}")
-            policy, curve, facts = train_hidden_exit(core, seed, steps=args.steps, log=log)
-            t0 = time.perf_counter()
-            ev = run_policy(held_out_env(seed=100 + seed), policy, args.eval_episodes)
-            ev = {k: round(v, 4) for k, v in ev.items()}
-            facts["eval_wall_s"] = round(time.perf_counter() - t0, 1)
-            log(f"eval {core} seed {seed}: {ev}")
-            runs.append({"core": core, "seed": seed, **facts, "eval": ev, "curve": curve})
+    jobs = [(core, seed) for core in args.cores.split(",") for seed in range(args.seeds)]
+    if args.jobs > 1:  # one process per run, each on one thread (the 2 cores are used by 2 runs at a time)
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(args.jobs) as pool:
+            runs = pool.starmap(run_one, [(c, s, args.steps, args.eval_episodes, 1, t_start) for c, s in jobs])
+    else:
+        runs = [run_one(c, s, args.steps, args.eval_episodes, args.threads, t_start) for c, s in jobs]
 
     def agg(core: str, key: str) -> list[float]:
         return [r["eval"][key] for r in runs if r["core"] == core]
@@ -142,7 +156,8 @@ def main() -> int:
     except OSError:
         commit = "unknown"
     result = {
-        "benchmark": "drive_adapt", "commit": commit, "nproc": os.cpu_count(), "torch_threads": args.threads,
+        "benchmark": "drive_adapt", "commit": commit, "nproc": os.cpu_count(), "jobs": args.jobs,
+        "torch_threads": 1 if args.jobs > 1 else args.threads,
         "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "wall_s": round(time.perf_counter() - t_start, 1),
         "config": {"scenarios": cfg.scenarios, "held_out": HIDDEN_EXIT_HELD_OUT, "M": 2, "K": cfg.env.k_trials,
