@@ -207,3 +207,40 @@ def test_prefill_from_only_the_current_episode_gives_the_same_cache():
     v = full.valid[None, :, None, :, None]  # (1, N, 1, S, 1)
     assert torch.allclose(full.k * v, part.k * v, atol=1e-5, rtol=0)
     assert torch.allclose(full.v * v, part.v * v, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("M", [3, 6, 9])
+def test_forward_from_prefill_memory_equals_the_full_forward_on_the_new_tokens(M):
+    """Training with the prefix's keys/values as memory (from `prefill`) is the full forward's function."""
+    from ttlab.drive.ppo import loss_context
+
+    policy = _policy(horizon=M + 1)
+    T, terms, removed = _rows()
+    obs = _obs(4, T)
+    pos0 = torch.tensor([2, 0, 1, 3])
+    ep = terms[:, :M].long().cumsum(dim=1)
+    pre_needed = ~removed[:, :M] & (ep == ep[:, -1:])  # what the rollout passes
+    _, memory = policy.prefill(obs[:, :M], terms[:, :M], removed[:, :M], pos0=pos0, needed=pre_needed)
+    mask = _loss_mask(T, removed)
+    mask[:, :M] = False
+    needed = loss_context(mask, terms, removed, memoryless=False)[:, M:]
+    with torch.no_grad():
+        lg_full, v_full, _ = policy(obs, terms, removed, pos0=pos0)
+        for kw in ({}, {"needed": needed}):
+            lg, v, _ = policy(obs[:, M:], terms, removed, pos0=pos0, memory=memory, **kw)
+            sel = mask[:, M:]
+            assert torch.allclose(lg[sel], lg_full[:, M:][sel], atol=1e-5, rtol=0)
+            assert torch.allclose(v[sel], v_full[:, M:][sel], atol=1e-5, rtol=0)
+
+
+def test_memory_gets_no_gradient_and_a_wrong_width_is_refused():
+    policy = _policy(horizon=6).train()
+    T, terms, removed = _rows()
+    obs = _obs(4, T)
+    _, (k, v) = policy.prefill(obs[:, :5], terms[:, :5], removed[:, :5])
+    k.requires_grad_(True)
+    lg, _, _ = policy(obs[:, 5:], terms, removed, memory=(k, v))
+    lg.sum().backward()
+    assert k.grad is None
+    with pytest.raises(ValueError, match="memory"):
+        policy(obs[:, 4:], terms, removed, memory=(k, v))

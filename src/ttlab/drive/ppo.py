@@ -107,6 +107,9 @@ def loss_context(mask: torch.Tensor, terminals: torch.Tensor, removed: torch.Ten
     return mask | (~removed.bool() & (loss_steps.gather(1, ep) > 0))
 
 
+CONTEXTS = ("memory", "full")
+
+
 @dataclass
 class PPOConfig:
     """PPO hyper-parameters."""
@@ -135,6 +138,11 @@ class PPOConfig:
     """Normalise advantages per minibatch over valid steps."""
     target_kl: float | None = None
     """Stop the epoch loop early when approx_kl exceeds this."""
+    context: str = "memory"
+    """Transformer context prefix in training: memory = its keys/values from the rollout's prefill, reused
+    in every epoch with no gradient (Transformer-XL memory; the prefix is not re-encoded, so an update
+    costs T tokens per row instead of C + T) | full = recomputed with gradient in every minibatch (exact
+    gradient, several times slower). Both give the rollout's log-probs at the first minibatch."""
 
 
 def ppo_update(
@@ -151,6 +159,8 @@ def ppo_update(
     `forward` (default `policy.forward`) may be a compiled version of it.
     """
     forward = forward or policy.forward
+    if cfg.context not in CONTEXTS:
+        raise ValueError(f"--ppo.context {cfg.context!r}: expected one of {', '.join(CONTEXTS)}")
     n_rows, T = batch.actions.shape[:2]
     C = batch.obs.shape[1] - T  # context prefix (transformer) carried from the previous rollout
     mb_rows = max(1, n_rows // max(1, cfg.num_minibatches))
@@ -163,17 +173,20 @@ def ppo_update(
     if device.type == "cpu":
         loss_cols = torch.cat([batch.mask.new_zeros(n_rows, C), batch.mask], dim=1)  # (N, C+T)
         needed = loss_context(loss_cols, batch.terminals, batch.removed, policy.memoryless)
+    memory = batch.memory if cfg.context == "memory" and C > 0 else None
+    cut = 0 if memory is None else C  # with memory the forward takes the T new tokens only
     for _epoch in range(cfg.update_epochs):
         perm = torch.randperm(n_rows, generator=generator).to(device)
         for start in range(0, n_rows, mb_rows):
             idx = perm[start:start + mb_rows]
             state0 = None if batch.state0 is None else tuple(s[idx] for s in batch.state0)
+            kw = {} if memory is None else {"memory": (memory[0][:, idx], memory[1][:, idx])}
             with amp:
-                logits, value, _ = forward(batch.obs[idx], batch.terminals[idx], batch.removed[idx],
+                logits, value, _ = forward(batch.obs[idx, cut:], batch.terminals[idx], batch.removed[idx],
                                            state=state0, pos0=batch.pos0[idx],
-                                           needed=None if needed is None else needed[idx])
-            logits = logits[:, C:].float()  # (mb, T, P)
-            value = value[:, C:].float()  # (mb, T)
+                                           needed=None if needed is None else needed[idx, cut:], **kw)
+            logits = logits[:, C - cut:].float()  # (mb, T, P)
+            value = value[:, C - cut:].float()  # (mb, T)
             mask = batch.mask[idx]  # (mb, T)
             new_lp = dist_log_prob(logits, batch.actions[idx], policy.continuous)  # (mb, T)
             ent = dist_entropy(logits, policy.continuous)  # (mb, T)

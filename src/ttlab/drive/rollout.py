@@ -53,6 +53,11 @@ class Batch:
     advantages: torch.Tensor
     returns: torch.Tensor
     mask: torch.Tensor
+    memory: tuple[torch.Tensor, torch.Tensor] | None = None
+    """Transformer: keys and values (k, v) each (L, N, H, C, dh) of the context prefix, from the prefill with
+    the weights the rollout acted with (`TransformerPolicy.prefill`); None for the other cores."""
+    in_play: torch.Tensor | None = None
+    """0-d long: learner steps with the agent in play (mask.sum()), the steps `charts/SPS` counts."""
 
 
 class CoPlayers:
@@ -112,7 +117,8 @@ class Rollout:
         self.controlled = _flat(env.controlled).bool()
         self.state = policy.initial_state(N, dev)
         self._collected = False
-        self.agent_steps = 0
+        self.agent_steps = 0  # slot-steps: every agent slot of every env per step
+        self.in_play_steps = torch.zeros((), dtype=torch.long, device=dev)  # learner steps in play (sum of mask)
 
     def _per_env(self, flag: torch.Tensor) -> torch.Tensor:
         """An env-level flag (E,) or an event seen by any agent of an env (E, A), broadcast: -> (N,)."""
@@ -151,11 +157,15 @@ class Rollout:
             if self.device.type == "cpu":  # the cache keeps the last episode's unremoved tokens: compute only those
                 ep = terms.long().cumsum(dim=1)  # (N, C)
                 needed = ~rem & (ep == ep[:, -1:])
-            _, _, state = policy.forward(self.obs[:, :C], terms, rem, pos0=self.pos[:, 0], return_state=True,
-                                         needed=needed)
+            if hasattr(policy, "prefill"):
+                state, memory = policy.prefill(self.obs[:, :C], terms, rem, pos0=self.pos[:, 0], needed=needed)
+            else:
+                _, _, state = policy.forward(self.obs[:, :C], terms, rem, pos0=self.pos[:, 0], return_state=True,
+                                             needed=needed)
+                memory = None
             state0 = None
         else:
-            state = self.state
+            state, memory = self.state, None
             state0 = None if state is None else tuple(s.clone() for s in state)
         learner = self.coplayers.learner if self.coplayers is not None else torch.ones_like(self.controlled)
         for t in range(T):
@@ -183,10 +193,13 @@ class Rollout:
             self.next_pos = torch.where(term_n, torch.zeros_like(self.next_pos), self.next_pos + 1)
             self.controlled = _flat(res.controlled).bool()
         self.agent_steps += self.N * T
+        in_play = self.mask.sum()
+        self.in_play_steps += in_play  # 0-d device tensor: no host sync here
         if C == 0:
             self.state = state
         _, next_value, _ = policy.forward_eval(self.next_obs, state, self.next_term, self.next_removed)
         adv, ret = gae(self.rewards, self.values, next_value.float(), self.stop, self.gamma, self.lam)
         return Batch(obs=self.obs, terminals=self.terminals, removed=self.removed, pos0=self.pos[:, 0],
                      state0=state0, actions=self.actions, logprobs=self.logprobs, values=self.values,
-                     rewards=self.rewards, advantages=adv, returns=ret, mask=self.mask)
+                     rewards=self.rewards, advantages=adv, returns=ret, mask=self.mask, memory=memory,
+                     in_play=in_play)

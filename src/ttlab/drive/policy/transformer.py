@@ -166,46 +166,75 @@ class TransformerPolicy(nn.Module):
         return (causal & same & source).unsqueeze(1)
 
     def forward(self, obs: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, state=None,
-                pos0: torch.Tensor | None = None, return_state: bool = False, needed: torch.Tensor | None = None):
-        """obs (B, T, D), terminals/removed (B, T) -> logits (B, T, P), values (B, T), cache or None.
+                pos0: torch.Tensor | None = None, return_state: bool = False, needed: torch.Tensor | None = None,
+                memory: tuple[torch.Tensor, torch.Tensor] | None = None):
+        """obs (B, T - M, D), terminals/removed (B, T) -> logits (B, T - M, P), values (B, T - M), cache or None.
 
         `terminals[:, t]` means obs[:, t] starts a new episode. With `return_state`, also builds the
         KV cache a stepping agent would hold after the last token (used to prefill each rollout).
-        `needed` (B, T) bool: the tokens whose outputs (or cached keys/values) the caller uses, closed
+        `needed` (B, T - M) bool: the tokens whose outputs (or cached keys/values) the caller uses, closed
         under attention (every token a needed one may read is needed; see `ppo.loss_context`). Only those
         are computed, packed in order to the front of each row (a data-dependent width, so a host sync:
         callers pass it on CPU only); the outputs at the other tokens are unspecified.
+        `memory` = (k, v), each (L, B, H, M, dh): the keys and values of the row's first M tokens, given
+        (e.g. from `prefill`) instead of computed; `obs` then holds tokens M.. only, while
+        `terminals`, `removed` and `pos0` still describe the whole row. No gradient reaches the memory
+        (Transformer-XL's stop-gradient memory). With the weights that produced the memory this is the
+        same function as the full forward (tested). M = 0 without memory.
         """
-        B, T = obs.shape[:2]
+        if return_state and memory is not None:
+            raise ValueError("return_state with memory is not supported: prefill from the whole row")
+        logits, values, ks, vs, pos = self._run(obs, terminals, removed, pos0, needed, memory, return_state)
+        cache = self._ring_from_sequence(ks, vs, pos, terminals, removed) if return_state else None
+        return logits, values, cache
+
+    @torch.no_grad()
+    def prefill(self, obs: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, pos0: torch.Tensor | None = None,
+                needed: torch.Tensor | None = None) -> tuple[KVCache, tuple[torch.Tensor, torch.Tensor]]:
+        """The ring cache after the row (as `forward(..., return_state=True)`) and the row's keys and values
+        (k, v) each (L, B, H, T, dh) (zeros at tokens `needed` skips), to pass as `memory` in training."""
+        _, _, ks, vs, pos = self._run(obs, terminals, removed, pos0, needed, None, True)
+        return self._ring_from_sequence(ks, vs, pos, terminals, removed), (torch.stack(ks), torch.stack(vs))
+
+    def _run(self, obs, terminals, removed, pos0, needed, memory, keep_kv: bool):
+        """The shared body of `forward` and `prefill`: logits, values, per-layer k and v (B, H, T-M, dh) when
+        `keep_kv`, and the positions (B, T)."""
+        B, T = terminals.shape
+        M = 0 if memory is None else memory[0].shape[3]
+        if obs.shape[1] != T - M:
+            raise ValueError(f"obs covers {obs.shape[1]} tokens; terminals cover {T} with {M} in memory")
         pos = self.positions(terminals, pos0)  # (B, T)
-        mask = self.attention_mask(terminals, removed)  # (B, 1, T, T)
-        cols, W, pos_in = None, T, pos
+        mask = self.attention_mask(terminals, removed)[:, :, M:]  # (B, 1, T-M, T)
+        cols, W, pos_in = None, T - M, pos[:, M:]
         if needed is not None:
             W = max(1, int(needed.sum(dim=1).amax()))
             cols = torch.argsort((~needed).to(torch.uint8), dim=1, stable=True)[:, :W]  # (B, W) needed first
             obs = obs.gather(1, cols.unsqueeze(-1).expand(B, W, obs.shape[-1]))  # (B, W, D)
             needed = needed.gather(1, cols)  # (B, W)
-            pos_in = pos.gather(1, cols)  # (B, W)
+            pos_in = pos_in.gather(1, cols)  # (B, W)
             mask = mask.gather(2, cols[:, None, :, None].expand(B, 1, W, T))  # (B, 1, W, T)
-            mask = mask.gather(3, cols[:, None, None, :].expand(B, 1, W, W))  # (B, 1, W, W)
+            new_keys = mask[..., M:].gather(3, cols[:, None, None, :].expand(B, 1, W, W))  # (B, 1, W, W)
+            mask = torch.cat([mask[..., :M], new_keys], dim=3)  # (B, 1, W, M+W)
         x = self.encoder(obs, needed) + sinusoid(pos_in, self.d).to(obs.dtype)  # (B, W, d)
         ks, vs = [], []
-        for blk in self.blocks:
+        for layer, blk in enumerate(self.blocks):
             q, k, v = (z.transpose(1, 2) for z in blk.qkv_heads(x))  # (B, H, W, dh)
-            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, W, dh)
-            x = blk.finish(x, a.transpose(1, 2).reshape(B, W, self.d))
-            if return_state:
+            if keep_kv:
                 ks.append(k)
                 vs.append(v)
+            if memory is not None:
+                k = torch.cat([memory[0][layer].detach().to(k.dtype), k], dim=2)  # (B, H, M+W, dh)
+                v = torch.cat([memory[1][layer].detach().to(v.dtype), v], dim=2)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, W, dh)
+            x = blk.finish(x, a.transpose(1, 2).reshape(B, W, self.d))
         if cols is not None:  # back to the row's columns
-            x = x.new_zeros(B, T, self.d).scatter(1, cols.unsqueeze(-1).expand(B, W, self.d), x)  # (B, T, d)
+            x = x.new_zeros(B, T - M, self.d).scatter(1, cols.unsqueeze(-1).expand(B, W, self.d), x)  # (B, T-M, d)
             dh = self.d // self.n_heads
             idx = cols[:, None, :, None].expand(B, self.n_heads, W, dh)
-            ks = [k.new_zeros(B, self.n_heads, T, dh).scatter(2, idx, k) for k in ks]  # (B, H, T, dh)
-            vs = [v.new_zeros(B, self.n_heads, T, dh).scatter(2, idx, v) for v in vs]
+            ks = [k.new_zeros(B, self.n_heads, T - M, dh).scatter(2, idx, k) for k in ks]  # (B, H, T-M, dh)
+            vs = [v.new_zeros(B, self.n_heads, T - M, dh).scatter(2, idx, v) for v in vs]
         logits, values = self._heads(x)
-        cache = self._ring_from_sequence(ks, vs, pos, terminals, removed) if return_state else None
-        return logits, values, cache
+        return logits, values, ks, vs, pos
 
     def _ring_from_sequence(self, ks, vs, pos, terminals, removed) -> KVCache:
         """The ring cache after stepping through the sequence: slot j holds the latest token of the
