@@ -44,7 +44,7 @@ def _panel(draw, box, series, title: str, ylim: tuple[float, float], xmax: float
         return x0 + (x1 - x0) * x / max(xmax, 1e-9), y1 - (y1 - y0) * (min(max(y, lo), hi) - lo) / (hi - lo)
 
     for v in (lo, (lo + hi) / 2, hi):
-        draw.text((x0 - 34, px(0, v)[1] - 6), f"{v:+.1f}" if lo < 0 else f"{v:.1f}", fill=(0, 0, 0))
+        draw.text((x0 - 40, px(0, v)[1] - 6), f"{v:+.2f}" if lo < 0 else f"{v:.2f}", fill=(0, 0, 0))
         draw.line([px(0, v), px(xmax, v)], fill=(225, 225, 225))
     if lo < 0 < hi:
         draw.line([px(0, 0), px(xmax, 0)], fill=(150, 150, 150))
@@ -81,7 +81,8 @@ def plot(runs: list[dict], path: Path) -> None:
     img.save(path)
 
 
-def run_one(core: str, seed: int, steps: int, eval_episodes: int, threads: int, t_start: float) -> dict:
+def run_one(core: str, seed: int, steps: int, eval_episodes: int, threads: int, t_start: float,
+            overrides: dict | None = None) -> dict:
     """Train one (core, seed) and evaluate it on held-out scenes (paired trials)."""
     torch.set_num_threads(threads)
 
@@ -89,7 +90,7 @@ def run_one(core: str, seed: int, steps: int, eval_episodes: int, threads: int, 
         print(f"[{time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
 
     log(f"train {core} seed {seed}")
-    policy, curve, facts = train_hidden_exit(core, seed, steps=steps, log=log)
+    policy, curve, facts = train_hidden_exit(core, seed, steps=steps, log=log, **(overrides or {}))
     t0 = time.perf_counter()
     ev = {k: round(v, 4) for k, v in run_policy(held_out_env(seed=100 + seed), policy, eval_episodes).items()}
     facts["eval_wall_s"] = round(time.perf_counter() - t0, 1)
@@ -104,6 +105,7 @@ def main() -> int:
     ap.add_argument("--cores", default="transformer,mlp")
     ap.add_argument("--eval-episodes", type=int, default=8, help="episodes per held-out env (64 envs)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads with --jobs 1")
+    ap.add_argument("--set", nargs="*", default=[], help="preset overrides section.field=value (probes)")
     ap.add_argument("--jobs", type=int, default=2, help="runs trained at once, one thread each")
     ap.add_argument("--out", type=Path, default=RESULTS / "drive_adapt.json")
     ap.add_argument("--png", type=Path, default=RESULTS / "drive_adapt.png")
@@ -122,14 +124,15 @@ def main() -> int:
         scripted[name] = {k: round(v, 4) for k, v in run_scripted(env, routes, ch, args.eval_episodes).items()}
         log(f"scripted {name}: {scripted[name]}")
 
+    overrides = dict(kv.split("=", 1) for kv in args.set)
     jobs = [(core, seed) for core in args.cores.split(",") for seed in range(args.seeds)]
     if args.jobs > 1:  # one process per run, each on one thread (the 2 cores are used by 2 runs at a time)
         import multiprocessing as mp
 
         with mp.get_context("fork").Pool(args.jobs) as pool:
-            runs = pool.starmap(run_one, [(c, s, args.steps, args.eval_episodes, 1, t_start) for c, s in jobs])
+            runs = pool.starmap(run_one, [(c, s, args.steps, args.eval_episodes, 1, t_start, overrides) for c, s in jobs])
     else:
-        runs = [run_one(c, s, args.steps, args.eval_episodes, args.threads, t_start) for c, s in jobs]
+        runs = [run_one(c, s, args.steps, args.eval_episodes, args.threads, t_start, overrides) for c, s in jobs]
 
     def agg(core: str, key: str) -> list[float]:
         return [r["eval"][key] for r in runs if r["core"] == core]
@@ -164,7 +167,7 @@ def main() -> int:
                    "trial_length": cfg.env.trial_length, "num_envs": cfg.env.num_envs,
                    "agent_steps_per_run": runs[0]["agent_steps"] if runs else 0, "seeds": args.seeds,
                    "eval_episodes_per_env": args.eval_episodes, "eval_envs": 64},
-        "summary": summary, "targets": targets, "scripted_held_out": scripted,
+        "overrides": overrides, "summary": summary, "targets": targets, "scripted_held_out": scripted,
         "runs": runs,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from ttlab.drive.train import env_horizon, make_env
 
 
 def train_hidden_exit(core: str, seed: int, steps: int | None = None, seconds: float | None = None,
-                      log=None, num_envs: int | None = None) -> tuple[torch.nn.Module, list[dict], dict]:
+                      log=None, num_envs: int | None = None, **overrides) -> tuple[torch.nn.Module, list[dict], dict]:
     """PPO on `presets.hidden_exit(core)` for `steps` agent-steps (rounded up to whole updates) or until
     `seconds` of wall time have passed (checked between updates). Returns (policy in eval mode, learning
     curve: one dict per update with the rollouts' per-trial metrics, run facts)."""
@@ -32,6 +32,12 @@ def train_hidden_exit(core: str, seed: int, steps: int | None = None, seconds: f
     cfg = hidden_exit(core)
     if num_envs is not None:
         cfg.env.num_envs = num_envs
+    for key, value in overrides.items():
+        section, _, name = key.partition(".")
+        obj = getattr(cfg, section, None)
+        if obj is None or not hasattr(obj, name):
+            raise ValueError(f"train_hidden_exit: unknown override {key!r} (use section.field, e.g. ppo.lr)")
+        setattr(obj, name, type(getattr(obj, name))(value))
     torch.manual_seed(seed)
     env = make_env(cfg.env, cfg.scenarios, torch.device("cpu"), seed)
     policy = build_policy(cfg.policy, env.layout, env.num_actions, False, horizon=env_horizon(env))
