@@ -52,6 +52,20 @@ def test_spec_exits_sets_the_number_of_candidates_and_bad_m_is_refused():
     assert sc.goal_candidates.shape[1:] == (3, 2) and sc.metadata["road_family"] == "intersection"
     with pytest.raises(ValueError, match="4 exits per approach"):
         generate("hidden_exit", 0, 1, num_candidates=4)
+    tm = generate("t_maze", 1, 3, num_candidates=2)  # the stem of a T: one vehicle, exits left and right
+    assert tm.num_agents == 1 and tm.metadata["road_family"] == "t_junction"
+    with pytest.raises(ValueError, match="exactly 2 exits"):
+        generate("t_maze", 0, 1, num_candidates=3)
+
+
+def test_the_benchmark_t_maze_memory_pays_and_memoryless_does_not():
+    spec = "procedural:n=16,seed=11,families=t_maze,agents=1,exits=2"
+    pool, routes = load_pool(spec), pool_exit_routes(spec)
+    cfg = _cfg(num_envs=48)
+    mem = run_scripted(DriveEnv(cfg, pool, seed=0), routes, MemoryChooser(), episodes=4)
+    assert mem["trial_0_exit_rate"] >= 0.95 and mem["ada_delta_trial_1_minus_0"] >= 0.4, mem
+    fixed = run_scripted(DriveEnv(cfg, pool, seed=0), routes, FixedChooser(1), episodes=4)
+    assert abs(fixed["ada_delta_trial_1_minus_0"]) <= 0.05, fixed
 
 
 def test_exits_are_tens_of_metres_of_path_away(pool2):

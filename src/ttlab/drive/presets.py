@@ -48,8 +48,8 @@ def hidden_goal() -> TrainConfig:
     return cfg
 
 
-HIDDEN_EXIT_SCENES = "procedural:n=256,families=hidden_exit,agents=1,exits=2"
-HIDDEN_EXIT_HELD_OUT = "procedural:n=64,seed=1000,families=hidden_exit,agents=1,exits=2"
+HIDDEN_EXIT_SCENES = "procedural:n=256,families=t_maze,agents=1,exits=2"
+HIDDEN_EXIT_HELD_OUT = "procedural:n=64,seed=1000,families=t_maze,agents=1,exits=2"
 
 
 def hidden_exit(core: str = "transformer") -> TrainConfig:

@@ -6,7 +6,8 @@ hidden_goal (intersection or roundabout with `goal_candidates` = the exits reach
 vehicle's approach; candidate 0 is the exit its route and log take), hidden_exit (the same with
 M = `num_candidates` exits on a T-junction or intersection that has M exits per approach, every vehicle
 spawned HIDDEN_EXIT_SPAWN metres before the junction and every exit HIDDEN_EXIT_AHEAD metres past it, so
-each exit is 20-40 m of path away) and
+each exit is 20-40 m of path away), t_maze (hidden_exit on the stem of a T-junction: one vehicle, exits
+left and right, the driving version of the T-maze memory task) and
 partner_style (any road family with `style_*` logs driven by cautious and aggressive drivers from the
 same start). `exit_routes` gives each vehicle's path to each of its candidate exits (scripted drivers).
 """
@@ -22,7 +23,7 @@ from ttlab.drive.scenarios.polyline import interp_at, rdp, resample, rotate, to_
 from ttlab.drive.scenarios.roads import FAMILIES, RoadMap, build_road
 from ttlab.drive.scenarios.types import ROAD_TYPE_ID, Scenario
 
-ADAPTATION_FAMILIES: tuple[str, ...] = ("hidden_goal", "hidden_exit", "partner_style")
+ADAPTATION_FAMILIES: tuple[str, ...] = ("hidden_goal", "hidden_exit", "t_maze", "partner_style")
 ALL_FAMILIES: tuple[str, ...] = FAMILIES + ADAPTATION_FAMILIES
 STYLE_NAMES: tuple[str, ...] = ("cautious", "aggressive")
 JUNCTIONS = ("intersection", "t_junction", "roundabout")
@@ -48,15 +49,18 @@ def _segments(road: RoadMap) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.concatenate(segs).astype(np.float32), np.concatenate(types), np.concatenate(ids)
 
 
-def _spawn(road: RoadMap, rng: np.random.Generator, num_agents: int, tries: int = 40, near: bool = False):
+def _spawn(road: RoadMap, rng: np.random.Generator, num_agents: int, tries: int = 40, near: bool = False,
+           approach: int | None = None):
     """Pick (path index, start arc) per vehicle with centres >= SPAWN_CLEARANCE apart.
 
-    near: start HIDDEN_EXIT_SPAWN metres before the junction (paths with `junction_s`)."""
+    near: start HIDDEN_EXIT_SPAWN metres before the junction (paths with `junction_s`); approach: only
+    paths entering from that approach."""
     chosen: list[tuple[int, float]] = []
     centres: list[np.ndarray] = []
+    allowed = [i for i, p in enumerate(road.paths) if approach is None or p.approach == approach]
     for _ in range(num_agents):
         for _ in range(tries):
-            k = int(rng.integers(len(road.paths)))
+            k = allowed[int(rng.integers(len(allowed)))]
             p = road.paths[k]
             if near:
                 lo, hi = HIDDEN_EXIT_SPAWN
@@ -116,15 +120,20 @@ def _generate(family, seed, num_agents, hidden_goal, num_candidates, styles, ste
             raise ValueError(f"hidden_exit: no junction has {num_candidates} exits per approach "
                              f"(at most {max(EXITS_PER_APPROACH.values())})")
         hidden_goal, road_family = True, choices[int(rng.integers(len(choices)))]
+    elif family == "t_maze":
+        if num_candidates != 2:
+            raise ValueError(f"t_maze has exactly 2 exits (left, right), got num_candidates={num_candidates}")
+        hidden_goal, road_family = True, "t_junction"
     elif family == "partner_style":
         choices = ("intersection", "roundabout") if hidden_goal else FAMILIES  # roads with 3 exits per approach
         styles, road_family = True, choices[int(rng.integers(len(choices)))]
     else:
         road_family = family
     road = build_road(road_family, rng)
-    if family == "hidden_exit":  # exits just past the junction: every candidate is tens of metres away
+    if family in ("hidden_exit", "t_maze"):  # exits just past the junction: every candidate is tens of metres away
         road.paths = [dataclasses.replace(p, exit_s=p.junction_s[1] + HIDDEN_EXIT_AHEAD) for p in road.paths]
-    spawns = _spawn(road, rng, num_agents, near=family == "hidden_exit")
+    spawns = _spawn(road, rng, num_agents, near=family in ("hidden_exit", "t_maze"),
+                    approach=2 if family == "t_maze" else None)  # t_junction arm 2 is the stem (south)
     n = len(spawns)
     length = rng.uniform(4.2, 5.0, n).astype(np.float32)
     width = rng.uniform(1.8, 2.1, n).astype(np.float32)
