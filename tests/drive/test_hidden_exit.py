@@ -25,7 +25,6 @@ from ttlab.drive.scripted import (
     ExitDriver,
     FixedChooser,
     MemoryChooser,
-    RandomChooser,
     pool_exit_routes,
     run_scripted,
 )
@@ -61,7 +60,7 @@ def test_spec_exits_sets_the_number_of_candidates_and_bad_m_is_refused():
 def test_the_benchmark_t_maze_memory_pays_and_memoryless_does_not():
     spec = "procedural:n=16,seed=11,families=t_maze,agents=1,exits=2"
     pool, routes = load_pool(spec), pool_exit_routes(spec)
-    cfg = _cfg(num_envs=48)
+    cfg = _cfg(num_envs=32)
     mem = run_scripted(DriveEnv(cfg, pool, seed=0), routes, MemoryChooser(), episodes=4)
     assert mem["trial_0_exit_rate"] >= 0.95 and mem["ada_delta_trial_1_minus_0"] >= 0.4, mem
     fixed = run_scripted(DriveEnv(cfg, pool, seed=0), routes, FixedChooser(1), episodes=4)
@@ -171,7 +170,7 @@ def test_the_outcome_lands_in_a_token_the_memory_keeps(pool2):
 
 def test_memory_pays_at_m2_k2_and_memoryless_choosers_gain_nothing(pool2):
     pool, routes = pool2
-    cfg = _cfg(num_envs=64)  # 256 ego-episodes: the gap's standard error is about 0.03
+    cfg = _cfg(num_envs=48)  # 192 ego-episodes: the gap's standard error is about 0.035
     mem = run_scripted(DriveEnv(cfg, pool, seed=0), routes, MemoryChooser(), episodes=4)
     assert mem["ada_delta_trial_1_minus_0"] >= 0.4, mem
     assert mem["trial_1_goal_rate"] >= 0.95 and mem["trial_1_wrong_exit_rate"] <= 0.05, mem
@@ -181,18 +180,16 @@ def test_memory_pays_at_m2_k2_and_memoryless_choosers_gain_nothing(pool2):
         assert abs(out["ada_delta_trial_1_minus_0"]) <= 0.05, out
         best = out if best is None or out["trial_0_goal_rate"] > best["trial_0_goal_rate"] else best
     assert mem["trial_1_goal_rate"] - best["trial_1_goal_rate"] >= 0.3
-    rnd = run_scripted(DriveEnv(cfg, pool, seed=0), routes, RandomChooser(0), episodes=4)
-    assert abs(rnd["ada_delta_trial_1_minus_0"]) <= 3 * rnd["ada_delta_trial_1_minus_0_se"] + 0.02, rnd
 
 
 def test_k3_with_three_exits_memory_finds_the_exit_by_the_third_trial():
     spec = "procedural:n=16,seed=7,families=hidden_exit,agents=1,exits=3"
     pool, routes = load_pool(spec), pool_exit_routes(spec)
     cfg = _cfg(num_envs=16, k_trials=3)
-    mem = run_scripted(DriveEnv(cfg, pool, seed=0), routes, MemoryChooser(), episodes=4)
+    mem = run_scripted(DriveEnv(cfg, pool, seed=0), routes, MemoryChooser(), episodes=3)
     assert mem["ada_delta_trial_1_minus_0"] >= 0.2 and mem["ada_delta_trial_2_minus_0"] >= 0.5, mem
     assert mem["trial_2_goal_rate"] >= 0.9, mem
-    fixed = run_scripted(DriveEnv(cfg, pool, seed=0), routes, FixedChooser(0), episodes=4)
+    fixed = run_scripted(DriveEnv(cfg, pool, seed=0), routes, FixedChooser(0), episodes=3)
     assert abs(fixed["ada_delta_trial_2_minus_0"]) <= 0.05, fixed
 
 

@@ -30,11 +30,11 @@ def pool_exit_routes(spec: ProceduralSpec | str, device: torch.device | str = "c
 
     spec = ProceduralSpec.parse(spec) if isinstance(spec, str) else spec
     fams = spec.families
-    per = [exit_routes(fams[i % len(fams)], spec.seed * 100003 + i, spec.agents, num_candidates=spec.exits,
+    per = [exit_routes(fams[i % len(fams)], spec.seed * 100003 + i, spec.agents, num_candidates=spec.exits or None,
                        hidden_goal=spec.hidden_goal, styles=spec.styles) for i in range(spec.n)]
     N = max(r.shape[0] for r in per)
     R = max(r.shape[2] for r in per)
-    out = np.zeros((len(per), N, spec.exits, R, 2), np.float32)
+    out = np.zeros((len(per), N, per[0].shape[1], R, 2), np.float32)
     for i, r in enumerate(per):
         out[i, : r.shape[0], :, : r.shape[2]] = r
         out[i, : r.shape[0], :, r.shape[2]:] = r[:, :, -1:]

@@ -26,8 +26,8 @@ class ProceduralSpec:
     agents: int = 12
     hidden_goal: bool = False
     styles: bool = False
-    exits: int = 3
-    """Hidden-goal candidate exits per vehicle (M)."""
+    exits: int = 0
+    """Hidden-goal candidate exits per vehicle (M); 0 = the family's default (2 for t_maze, else 3)."""
 
     @classmethod
     def parse(cls, text: str) -> ProceduralSpec:
@@ -57,7 +57,7 @@ class ProceduralSpec:
 
         return generate_pool_scenarios(self.n, self.seed, self.families, self.agents,
                                        hidden_goal=self.hidden_goal, styles=self.styles,
-                                       num_candidates=self.exits)
+                                       num_candidates=self.exits or None)
 
 
 def _check(sc: Scenario) -> None:

@@ -91,15 +91,16 @@ def _candidates(road: RoadMap, k: int, m: int) -> np.ndarray:
 
 
 def generate(family: str | None = None, seed: int = 0, num_agents: int = 12, *, hidden_goal: bool = False,
-             num_candidates: int = 3, styles: bool = False, steps: int = 91, dt: float = 0.1) -> Scenario:
+             num_candidates: int | None = None, styles: bool = False, steps: int = 91, dt: float = 0.1) -> Scenario:
     """One procedural scene. family None picks one of the road families from the seed.
 
     Fewer than `num_agents` vehicles are placed when the road has no free room left (a scene always has
-    at least one). hidden_goal / styles add the issue-4 fields (the families of the same names set them)."""
+    at least one). hidden_goal / styles add the issue-4 fields (the families of the same names set them).
+    num_candidates: M exits per vehicle; None = the family's default (2 for t_maze, else 3)."""
     return _generate(family, seed, num_agents, hidden_goal, num_candidates, styles, steps, dt)[0]
 
 
-def exit_routes(family: str | None = None, seed: int = 0, num_agents: int = 12, *, num_candidates: int = 3,
+def exit_routes(family: str | None = None, seed: int = 0, num_agents: int = 12, *, num_candidates: int | None = None,
                 hidden_goal: bool = True, styles: bool = False, steps: int = 91, dt: float = 0.1) -> np.ndarray:
     """(N, M, R, 2) float32: every vehicle's path from its start to past each candidate exit (candidate order,
     world frame, every metre, padded by repeating the end) of the scene `generate` makes with these arguments."""
@@ -107,6 +108,8 @@ def exit_routes(family: str | None = None, seed: int = 0, num_agents: int = 12, 
 
 
 def _generate(family, seed, num_agents, hidden_goal, num_candidates, styles, steps, dt, routes=False):
+    if num_candidates is None:
+        num_candidates = 2 if family == "t_maze" else 3
     rng = np.random.default_rng([seed, 7919])
     if family is None:
         family = FAMILIES[int(rng.integers(len(FAMILIES)))]
