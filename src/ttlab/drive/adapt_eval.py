@@ -1,7 +1,7 @@
 """Paired trial outcomes on hidden-exit envs: exactly N episodes per env, trial k paired with trial 0.
 
-With exit feedback on (EnvConfig.exit_feedback), every attempt that reaches an exit shows it once, in
-the ego's report-step observation: exit flag +1 (the true exit) or -1 (a wrong one). `ExitOutcomes`
+With exit feedback on (EnvConfig.exit_feedback), every attempt that reaches an exit shows it in the
+ego's report-step observations: exit flag +1 (the true exit) or -1 (a wrong one). `ExitOutcomes`
 reads that flag, so it sees what the policy sees, per (env, ego slot, episode, trial):
 
     goal = flag +1, exit = flag != 0, wrong = flag -1

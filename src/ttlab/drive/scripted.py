@@ -112,6 +112,7 @@ class MemoryChooser(FixedChooser):
         self.M = M
         self.wrong = torch.zeros(E, A, M, dtype=torch.bool, device=device)
         self.right = torch.full((E, A), -1, dtype=torch.long, device=device)
+        self.prev = torch.zeros(E, A, device=device)
 
     def choose(self, obs, flag, new_episode, new_trial):
         ne = new_episode.view(-1, 1)
@@ -121,9 +122,12 @@ class MemoryChooser(FixedChooser):
         return torch.where(self.right >= 0, self.right, untried.clamp(max=self.M - 1))
 
     def observe(self, flag, choice) -> None:
-        """flag (E, A): the exit flag of the observation just returned; choice (E, A): where the ego drove."""
-        self.wrong |= (flag < 0).unsqueeze(-1) & (torch.arange(self.M, device=flag.device) == choice.unsqueeze(-1))
-        self.right = torch.where(flag > 0, choice, self.right)
+        """flag (E, A): the exit flag of the observation just returned; choice (E, A): where the ego drove.
+        Only the first observation of a report counts (the choice during later report steps drives nothing)."""
+        new = (flag != 0) & (self.prev == 0)
+        self.prev = flag.clone()
+        self.wrong |= (new & (flag < 0)).unsqueeze(-1) & (torch.arange(self.M, device=flag.device) == choice.unsqueeze(-1))
+        self.right = torch.where(new & (flag > 0), choice, self.right)
 
 
 @torch.no_grad()

@@ -122,9 +122,12 @@ class EnvConfig:
     exit_feedback: bool = True
     """Hidden-goal trial mode: reaching any candidate exit ends the ego's attempt with a report step: the ego leaves
     the map for the others at once, gets one more observation (its action there does nothing) whose ego features
-    carry the last reward and an exit flag (+1 true / -1 wrong), and is removed after it. So the outcome lands in
-    a token the ego's memory keeps. An exit counts only with a tick of the trial left to report it. False: a
+    carry the last reward and an exit flag (+1 true / -1 wrong), and is removed after it (`report_steps`
+    observations). So the outcome lands in tokens the ego's memory keeps. An exit counts only with
+    `report_steps` ticks of the trial left to report it. False: a
     wrong exit removes the ego at once and nothing tells it apart from the true one (no policy can adapt)."""
+    report_steps: int = 1
+    """Exit feedback: report steps (the ego waits at the exit, flag shown, for this many observations)."""
     partner_style: bool = False
     """Replay partners from one of the pool's style logs, drawn per episode (kept across trials)."""
     partner_radius: float = 50.0
@@ -170,7 +173,7 @@ class EnvConfig:
                              "shaping toward the true goal would reveal it (use progress_target='nearest_exit')")
         if self.progress_target == "nearest_exit" and not self.hidden_goal:
             raise ValueError("EnvConfig.progress_target='nearest_exit' needs hidden_goal=True (candidate exits)")
-        for name in ("num_envs", "max_agents", "k_trials", "trial_length", "episode_length"):
+        for name in ("num_envs", "max_agents", "k_trials", "trial_length", "episode_length", "report_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"EnvConfig.{name} must be >= 1, got {getattr(self, name)}")
 
@@ -395,7 +398,7 @@ class DriveEnv:
             cand = self.view.candidates[self.scene]  # (E, A, M, 2)
             hits = candidate_reached(x, y, speed, cand, cfg.goal_radius, cfg.goal_speed)  # (E, A, M)
             if self.feedback:  # an exit counts only with a tick of the trial left for its report step
-                hits = hits & (self.trial_step < cfg.trial_length).view(-1, 1, 1)
+                hits = hits & (self.trial_step <= cfg.trial_length - cfg.report_steps).view(-1, 1, 1)
             true_hit = torch.gather(hits, 2, self.true_goal.unsqueeze(-1)).squeeze(-1)
             wrong = hits.any(-1) & ~true_hit & in_play
         else:
@@ -415,7 +418,7 @@ class DriveEnv:
             reward = reward + cfg.reward_progress * gain * in_play
 
         # 6. per-event behaviours (with exit feedback an exit starts the report step, which ends in removal)
-        remove_now = reporting.clone() if self.feedback else wrong.clone()
+        remove_now = (reporting & (st.report_left <= 1)) if self.feedback else wrong.clone()
         stop_now = torch.zeros_like(in_play)
         for ev, how in ((coll_ev, cfg.collision_behavior), (off_ev, cfg.offroad_behavior)):
             if how == "remove":
@@ -437,15 +440,19 @@ class DriveEnv:
         stopped = st.stopped | stop_now
         if self.feedback:
             exit_now = (reached | wrong) & ~out_now  # (E, A) starts its report step
-            exit_flag = torch.where(exit_now, torch.where(reached, 1.0, -1.0), torch.zeros_like(reward))
+            more = reporting & ~remove_now  # (E, A) another report step follows
+            exit_flag = torch.where(exit_now, torch.where(reached, 1.0, -1.0),
+                                    torch.where(more, st.exit_flag, torch.zeros_like(reward)))
+            report_left = torch.where(exit_now, float(cfg.report_steps),
+                                      torch.where(more, st.report_left - 1, torch.zeros_like(reward)))
             speed = torch.where(exit_now, torch.zeros_like(speed), speed)
         else:
-            exit_flag = st.exit_flag
+            exit_flag, report_left = st.exit_flag, st.report_left
         speed = torch.where(stopped, torch.zeros_like(speed), speed)
         new = SimState(role=st.role, x=x, y=y, heading=heading, speed=speed, accel=accel, steer=steer,
                        length=st.length, width=st.width, goal_x=gx, goal_y=gy, route_s=route_s,
                        removed=st.removed | remove_now, stopped=stopped, collided=collided, offroad=offroad,
-                       last_reward=reward, exit_flag=exit_flag)
+                       last_reward=reward, exit_flag=exit_flag, report_left=report_left)
 
         # 7. accumulators
         acc = self.acc
@@ -461,6 +468,8 @@ class DriveEnv:
         # 8. trial / episode ends
         # an env whose egos have all left play ends its trial / episode (envs without egos run on the clock)
         any_in_play = (in_play & ~out_now).any(1) | ~ego.any(1)  # (E,)
+        if self.feedback:  # an ego with report steps left keeps its trial open
+            any_in_play = any_in_play | (report_left > 0).any(1)
         zero_e = torch.zeros_like(any_in_play)
         if self.trial_mode:
             seg_end, timeout, ep_end = trial_end_flags(self.trial_step, cfg.trial_length, any_in_play,
