@@ -244,3 +244,22 @@ def test_memory_gets_no_gradient_and_a_wrong_width_is_refused():
     assert k.grad is None
     with pytest.raises(ValueError, match="memory"):
         policy(obs[:, 4:], terms, removed, memory=(k, v))
+
+
+def test_stepping_only_the_active_agents_changes_nothing_for_them():
+    """forward_eval(active=...) equals the full step on the active agents; inactive steps stay out of the cache."""
+    policy = _policy(horizon=6)
+    T, terms, removed = _rows()
+    obs = _obs(4, T)
+    g = torch.Generator().manual_seed(3)
+    inactive = torch.rand(4, T, generator=g) < 0.2  # e.g. slots another policy drives
+    s_full, s_act = policy.initial_state(4), policy.initial_state(4)
+    with torch.no_grad():
+        for t in range(T):
+            gone = removed[:, t] | inactive[:, t]  # the full path sees inactive steps as removed ones
+            lg_a, v_a, s_full = policy.forward_eval(obs[:, t], s_full, terms[:, t], gone)
+            act = ~removed[:, t] & ~inactive[:, t]
+            lg_b, v_b, s_act = policy.forward_eval(obs[:, t], s_act, terms[:, t], removed[:, t], active=act)
+            assert torch.allclose(lg_a[act], lg_b[act], atol=1e-5, rtol=0)
+            assert torch.allclose(v_a[act], v_b[act], atol=1e-5, rtol=0)
+            assert torch.equal(s_full.valid, s_act.valid) and torch.equal(s_full.pos, s_act.pos)

@@ -1,4 +1,4 @@
-"""`ttlab drive eval`: evaluate a trained policy checkpoint.
+"""`ttlab drive eval`: evaluate a trained policy checkpoint on exactly N episodes per env, trials paired.
 
 Modes:
 - self_play: every controlled agent is driven by the policy (the training setting);
@@ -6,18 +6,35 @@ Modes:
 - trial: multi-trial episodes (goal_behavior = trial, K trials); reports `trial_{k}_score`,
   `trial_{k}_goal_rate` and `ada_delta_trial_{k}_minus_0` for every k.
 
+Counting. Every env runs until it has finished exactly `episodes` episodes (of K trials) and only those
+are counted: an env that finishes early keeps stepping (the batch steps together) but its later trials
+are not recorded, so a fast env weighs as much as a slow one. Every finished trial's per-agent outcomes
+(goal, collision, offroad, and any other per-agent outcome the env's trial metrics receive) are recorded
+per (env, episode, trial, agent), and trial k is paired with trial 0 of the same episode and agent:
+`ada_delta_trial_{k}_minus_0_{name}` is the mean of the paired differences, with its standard error
+(`..._stderr`) and the number of pairs.
+
+Env settings come from the checkpoint (training stores its EnvConfig and scenario source); a flag given
+here overrides one, with a warning naming the difference. The scenes are the training source's with a
+held-out procedural seed (training seed + 1000) unless --scenarios is given.
+
 Writes the metrics as JSON (`--out`) and, with `--video`, a rendered rollout of env 0.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
+import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from ttlab.common.checkpoint import atomic_write_text
+from ttlab.common.checkpoint import atomic_write_text, load_checkpoint
+from ttlab.common.config import from_dict
 from ttlab.common.device import resolve_device, seed_everything
 from ttlab.drive.policy.dist import sample
 from ttlab.drive.sim.env import EnvConfig
@@ -33,24 +50,24 @@ class EvalConfig:
     """Checkpoint stem, e.g. runs/drive/<run>/checkpoints/latest."""
     mode: str = "self_play"
     """self_play | human_replay | trial."""
-    scenarios: str = "procedural:n=64,seed=1000"
-    """Scene source (held-out procedural seed by default)."""
+    scenarios: str | None = None
+    """Scene source (default: the training source with a held-out procedural seed, training seed + 1000)."""
     num_envs: int = 32
     """Parallel envs."""
-    max_agents: int = 32
-    """Agent slots per env."""
-    k_trials: int = 2
-    """Trials per episode (trial mode)."""
-    trial_length: int = 91
-    """Ticks per trial (trial mode) / per episode (other modes)."""
-    hidden_goal: bool = False
-    """Hidden-goal scenes (trial mode)."""
+    max_agents: int | None = None
+    """Agent slots per env (default: the checkpoint's)."""
+    k_trials: int | None = None
+    """Trials per episode (trial mode; default: the checkpoint's, else 2)."""
+    trial_length: int | None = None
+    """Ticks per trial (trial mode) / per episode (other modes); default: the checkpoint's, else 91."""
+    hidden_goal: bool | None = None
+    """Hidden-goal scenes (trial mode; default: the checkpoint's)."""
     episodes: int = 2
-    """Episodes (of K trials in trial mode) to run per env."""
-    partner_slots: int = 63
-    """Partner slots (must match training)."""
-    road_slots: int = 200
-    """Road slots (must match training)."""
+    """Episodes (of K trials in trial mode) counted per env: exactly this many, every env."""
+    partner_slots: int | None = None
+    """Partner slots (must match training; default: the checkpoint's)."""
+    road_slots: int | None = None
+    """Road slots (must match training; default: the checkpoint's)."""
     greedy: bool = False
     """Take the most likely action instead of sampling."""
     seed: int = 0
@@ -63,16 +80,108 @@ class EvalConfig:
     """Optional video (.mp4/.gif) of env 0."""
 
 
-def env_config(cfg: EvalConfig) -> EnvConfig:
+OVERRIDES = ("max_agents", "k_trials", "trial_length", "hidden_goal", "partner_slots", "road_slots")
+FALLBACK = {"max_agents": 32, "k_trials": 2, "trial_length": 91, "hidden_goal": False, "partner_slots": 63,
+            "road_slots": 200}  # for checkpoints that predate stored env configs
+
+
+def held_out(scenarios: str, train_seed: int) -> str:
+    """The training scene source with procedural seed train_seed + 1000 (other sources are returned as is)."""
+    head, _, rest = scenarios.partition(":")
+    if head != "procedural":
+        return scenarios
+    parts = [p for p in rest.split(",") if p and not p.startswith("seed=")]
+    return "procedural:" + ",".join([*parts, f"seed={train_seed + 1000}"])
+
+
+def env_config(cfg: EvalConfig, trained: EnvConfig | None = None) -> EnvConfig:
+    """The eval env: the checkpoint's EnvConfig (`trained`) with the mode's settings and any flag given
+    here on top; a flag that differs from the checkpoint's value is applied with a warning naming both."""
     if cfg.mode not in MODES:
         raise ValueError(f"--mode {cfg.mode!r}: expected one of {', '.join(MODES)}")
-    common = dict(num_envs=cfg.num_envs, max_agents=cfg.max_agents, partner_slots=cfg.partner_slots,
-                  road_slots=cfg.road_slots, collision_behavior="remove", offroad_behavior="remove")
-    if cfg.mode == "trial":
-        return EnvConfig(goal_behavior="trial", k_trials=cfg.k_trials, trial_length=cfg.trial_length,
-                         hidden_goal=cfg.hidden_goal, **common)
-    return EnvConfig(goal_behavior="trial", k_trials=1, trial_length=cfg.trial_length,
-                     control_mode="ego_only" if cfg.mode == "human_replay" else "all", **common)
+    base = trained if trained is not None else EnvConfig(**FALLBACK)
+    if trained is None:
+        warnings.warn("checkpoint has no env config (trained before it was stored): using the eval defaults "
+                      + ", ".join(f"{k}={getattr(base, k)}" for k in FALLBACK), stacklevel=2)
+    if trained is not None and trained.goal_behavior != "trial":  # its episode length is the trial length here
+        base = dataclasses.replace(base, trial_length=trained.episode_length)
+    changes = {}
+    for k in OVERRIDES:
+        v = getattr(cfg, k)
+        if v is not None and v != getattr(base, k):
+            if trained is not None:
+                warnings.warn(f"--{k.replace('_', '-')} {v} overrides the checkpoint's {k}={getattr(base, k)}",
+                              stacklevel=2)
+            changes[k] = v
+    env = dataclasses.replace(base, num_envs=cfg.num_envs, goal_behavior="trial", reuse_obs=False, **changes)
+    if cfg.mode != "trial":
+        env = dataclasses.replace(env, k_trials=1, hidden_goal=False,
+                                  control_mode="ego_only" if cfg.mode == "human_replay" else "all")
+    return env
+
+
+class PairedTrials:
+    """Records per-agent trial outcomes for the first `episodes` episodes of every env.
+
+    Wraps the env's trial metrics object (`env.trial_metrics`): every call of its `add` is forwarded and the
+    arguments read by name: `ended`, `trial_idx` (E,), `egos` (E, A) bool and every other (E, A) argument as a
+    per-agent outcome (goal, collision, offroad, ...). Outcomes land in (E, episodes, K, A) tensors."""
+
+    def __init__(self, inner, num_envs: int, num_agents: int, k_trials: int, episodes: int, device):
+        self.inner, self.k, self.n = inner, k_trials, episodes
+        self.sig = inspect.signature(inner.add)
+        self.egos = torch.zeros(num_envs, episodes, k_trials, num_agents, dtype=torch.bool, device=device)
+        self.out: dict[str, torch.Tensor] = {}
+        self.episodes_done = torch.zeros(num_envs, dtype=torch.long, device=device)  # (E,)
+        self.shape = (num_envs, num_agents)
+
+    def add(self, *args, **kwargs):
+        self.inner.add(*args, **kwargs)
+        a = self.sig.bind(*args, **kwargs).arguments
+        ended, k, egos = a["ended"].bool(), a["trial_idx"].long(), a["egos"].bool()
+        rec = ended & (self.episodes_done < self.n)  # (E,) trials to record
+        e = rec.nonzero().squeeze(1)
+        j, kk = self.episodes_done[e], k[e].clamp(0, self.k - 1)
+        self.egos[e, j, kk] = egos[e]
+        for name, v in a.items():
+            if name == "egos" or not (torch.is_tensor(v) and tuple(v.shape) == self.shape):
+                continue
+            if name not in self.out:
+                self.out[name] = torch.zeros(self.egos.shape, device=self.egos.device)
+            self.out[name][e, j, kk] = v[e].float()
+        self.episodes_done += (ended & (k >= self.k - 1)).long()
+
+    def read(self):
+        return self.inner.read()
+
+    def complete(self) -> bool:
+        return bool((self.episodes_done >= self.n).all())
+
+    def summary(self) -> dict[str, float]:
+        """Per-trial means over recorded egos and paired trial-k-minus-0 differences (mean, stderr, pairs)."""
+        out: dict[str, float] = {}
+        vals = dict(self.out)
+        if {"goal", "collision", "offroad"} <= set(vals):
+            vals["score"] = vals["goal"] * (1 - vals["collision"]) * (1 - vals["offroad"])
+        rename = {"goal": "goal_rate", "collision": "collision_rate", "offroad": "offroad_rate"}
+        for name, v in vals.items():
+            key = rename.get(name, name)
+            for k in range(self.k):
+                m = self.egos[:, :, k]  # (E, N, A)
+                out[f"trial_{k}_{key}"] = float(v[:, :, k][m].mean()) if m.any() else float("nan")
+            for k in range(1, self.k):
+                pair = self.egos[:, :, k] & self.egos[:, :, 0]
+                d = (v[:, :, k] - v[:, :, 0])[pair]
+                n = int(d.numel())
+                out[f"ada_delta_trial_{k}_minus_0_{key}"] = float(d.mean()) if n else float("nan")
+                out[f"ada_delta_trial_{k}_minus_0_{key}_stderr"] = float(d.std() / math.sqrt(n)) if n > 1 else float("nan")
+                out[f"ada_delta_trial_{k}_minus_0_pairs"] = n
+                if name == "score":
+                    out[f"ada_delta_trial_{k}_minus_0"] = out[f"ada_delta_trial_{k}_minus_0_{key}"]
+        out["episodes_per_env"] = self.n
+        out["episodes"] = int(self.episodes_done.clamp(max=self.n).sum())
+        out["ego_trials"] = int(self.egos.sum())
+        return out
 
 
 @torch.no_grad()
@@ -82,10 +191,19 @@ def evaluate(cfg: EvalConfig) -> dict[str, float]:
 
     if not cfg.checkpoint:
         raise ValueError("--checkpoint is required (a stem like runs/drive/<run>/checkpoints/latest)")
+    if cfg.episodes < 1:
+        raise ValueError(f"--episodes {cfg.episodes}: expected >= 1")
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
-    env = make_env(env_config(cfg), cfg.scenarios, device, cfg.seed)
+    ck = load_checkpoint(cfg.checkpoint, "cpu")
+    trained = from_dict(EnvConfig, ck["env_config"]) if "env_config" in ck else None
+    env_cfg = env_config(cfg, trained)
+    scenarios = cfg.scenarios or held_out(ck.get("scenarios", "procedural:n=64"), int(ck.get("seed", 0)))
+    env = make_env(env_cfg, scenarios, device, cfg.seed)
     policy = load_policy(cfg.checkpoint, env, device).eval()
+    K = env_cfg.k_trials
+    paired = PairedTrials(env.trial_metrics, env.num_envs, env.num_agents, K, cfg.episodes, device)
+    env.trial_metrics = paired
     recorder = None
     if cfg.video is not None:
         from ttlab.drive.render import Recorder
@@ -96,21 +214,25 @@ def evaluate(cfg: EvalConfig) -> dict[str, float]:
     state = policy.initial_state(N, device)
     term = torch.ones(N, dtype=torch.bool, device=device)
     removed = torch.zeros(N, dtype=torch.bool, device=device)
-    K = cfg.k_trials if cfg.mode == "trial" else 1
-    steps = cfg.episodes * K * cfg.trial_length
+    max_steps = cfg.episodes * K * env_cfg.trial_length  # an episode lasts at most K x trial_length ticks
     if recorder is not None:
         recorder.capture()
-    for _ in range(steps):
+    steps = 0
+    while not paired.complete():
+        if steps >= max_steps:
+            raise RuntimeError(f"{steps} steps ran but {int((paired.episodes_done < cfg.episodes).sum())} envs have "
+                               f"not finished {cfg.episodes} episodes (an episode should end within K x trial_length)")
         logits, _, state = policy.forward_eval(obs, state, term, removed)
         action = logits.argmax(-1) if cfg.greedy and not policy.continuous else sample(logits, policy.continuous)
         res = env.step(action.reshape(env.num_envs, env.num_agents, *action.shape[1:]))
+        steps += 1
         obs = _flat(res.obs).float()
         term = (env.ep_step == 0).unsqueeze(1).expand(env.num_envs, env.num_agents).reshape(-1)
         removed = _flat(env.state.removed | env.state.stopped) & _flat(res.controlled)
-        if recorder is not None:
+        if recorder is not None and paired.episodes_done[0] < cfg.episodes:
             recorder.capture()
-    out = {k: float(v) for k, v in env.metrics().items()}
-    out = {"mode": cfg.mode, "checkpoint": cfg.checkpoint, **out}
+    out = {"mode": cfg.mode, "checkpoint": cfg.checkpoint, "scenarios": scenarios, "k_trials": K,
+           "trial_length": env_cfg.trial_length, "env_steps": steps, **paired.summary()}
     atomic_write_text(cfg.out, json.dumps(out, indent=2) + "\n")
     if recorder is not None:
         from ttlab.drive.render import write_video
@@ -124,13 +246,13 @@ def main(argv: list[str]) -> int:
 
     cfg = parse_config(EvalConfig, {"debug": debug}, argv, prog="ttlab drive eval")
     out = evaluate(cfg)
-    keys = [k for k in out if k.startswith(("trial_", "ada_delta_trial_")) and k.count("_") <= 5] or list(out)
-    print(json.dumps({k: out[k] for k in keys if k in out}, indent=1))
+    short = ("_score", "_goal_rate", "_minus_0", "_goal_rate_stderr", "_pairs")
+    keys = [k for k in out if k.startswith(("trial_", "ada_delta_trial_")) and k.endswith(short)]
+    print(json.dumps({k: out[k] for k in ["scenarios", "episodes", *keys]}, indent=1))
     print(f"wrote {cfg.out}")
     return 0
 
 
 def debug() -> EvalConfig:
     """Tiny trial evaluation matching the `debug` training preset."""
-    return EvalConfig(mode="trial", scenarios="procedural:n=4,agents=4", num_envs=2, max_agents=4, k_trials=2,
-                      trial_length=8, episodes=1, partner_slots=8, road_slots=32, device="cpu")
+    return EvalConfig(mode="trial", scenarios="procedural:n=4,agents=4", num_envs=2, episodes=1, device="cpu")

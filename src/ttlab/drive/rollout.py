@@ -20,7 +20,10 @@ How training sees exactly the context the rollout saw (an episode may cross a ro
 - MLP: nothing to carry.
 
 On CPU the prefill and the PPO update pass `needed` to `policy.forward`, so tokens that no loss (or no
-cache slot) can read, such as earlier episodes in the prefix and limbo steps, are not computed.
+cache slot) can read, such as earlier episodes in the prefix and limbo steps, are not computed; and each
+rollout step passes `active` (the learner's agents in play) to `forward_eval`, so padding slots, limbo and
+co-players' agents are not computed either (their logits and values are never read: masked out of the loss,
+and GAE stops before a removed step).
 
 Co-players (population play) are agents the env controls by policy but the learner does not: frozen
 policies loaded from checkpoints, each stepped in one batched forward over all agents; their steps are
@@ -168,13 +171,15 @@ class Rollout:
             state, memory = self.state, None
             state0 = None if state is None else tuple(s.clone() for s in state)
         learner = self.coplayers.learner if self.coplayers is not None else torch.ones_like(self.controlled)
+        skip = self.device.type == "cpu"  # computing only agents in play costs a host sync: CPU only
         for t in range(T):
             obs, term, rem = self.next_obs, self.next_term, self.next_removed
             self.obs[:, C + t] = obs
             self.terminals[:, C + t] = term
             self.removed[:, C + t] = rem
             self.pos[:, C + t] = self.next_pos
-            logits, value, state = policy.forward_eval(obs, state, term, rem)  # (N, P), (N,)
+            active = self.controlled & learner & ~rem if skip else None  # only the learner's agents in play
+            logits, value, state = policy.forward_eval(obs, state, term, rem, active=active)  # (N, P), (N,)
             action = sample(logits, policy.continuous, self.gen)
             self.logprobs[:, t] = log_prob(logits, action, policy.continuous).float()
             self.values[:, t] = value.float()
@@ -197,7 +202,8 @@ class Rollout:
         self.in_play_steps += in_play  # 0-d device tensor: no host sync here
         if C == 0:
             self.state = state
-        _, next_value, _ = policy.forward_eval(self.next_obs, state, self.next_term, self.next_removed)
+        active = self.controlled & learner & ~self.next_removed if skip else None
+        _, next_value, _ = policy.forward_eval(self.next_obs, state, self.next_term, self.next_removed, active=active)
         adv, ret = gae(self.rewards, self.values, next_value.float(), self.stop, self.gamma, self.lam)
         return Batch(obs=self.obs, terminals=self.terminals, removed=self.removed, pos0=self.pos[:, 0],
                      state0=state0, actions=self.actions, logprobs=self.logprobs, values=self.values,

@@ -4,7 +4,8 @@
     ttlab drive train --preset adaptive_k2 --device cuda
     ttlab drive train --preset adaptive_k2 --run-name my_run --resume   # continue from checkpoints/latest
 
-Logs to TensorBoard under runs/drive/<run>/ (cleanrl names: charts/SPS, losses/*, env/*), saves
+Logs to TensorBoard under runs/drive/<run>/ (cleanrl names: charts/SPS, losses/*, env/*; `charts/SPS` counts
+learner agent-steps with the agent in play, `charts/slot_SPS` every agent slot including padding and limbo), saves
 `checkpoints/latest` atomically every `checkpoint_every` updates and at the end.
 """
 
@@ -127,6 +128,7 @@ def coplayer_assignment(E: int, A: int, n_policies: int, fraction: float, device
 def _save(run, policy, opt, cfg: TrainConfig, horizon: int, update: int, agent_steps: int) -> None:
     save_checkpoint(run.checkpoints / "latest", {
         "policy": policy.state_dict(), "optimizer": opt.state_dict(), "policy_config": to_dict(cfg.policy),
+        "env_config": to_dict(cfg.env), "scenarios": cfg.scenarios, "seed": cfg.seed,  # `ttlab drive eval` uses them
         "horizon": horizon, "update": update, "agent_steps": agent_steps, "rng": rng_state(),
     })
 
@@ -160,7 +162,7 @@ def train(cfg: TrainConfig, env=None) -> dict[str, float]:
         forward = torch.compile(policy.forward, dynamic=False)
     logger = Logger(run.path, wandb=cfg.wandb, config=cfg)
     last: dict[str, float] = {}
-    t_log, steps_log = time.perf_counter(), agent_steps
+    t_log, steps_log, in_play_log = time.perf_counter(), agent_steps, rollout.in_play_steps.clone()
     try:
         with progress(total, "drive train", disable=None if cfg.show_progress else True) as bar:
             bar.set(completed=update)
@@ -174,12 +176,15 @@ def train(cfg: TrainConfig, env=None) -> dict[str, float]:
                 bar.advance(1)
                 if update % cfg.log_every == 0 or update == total:
                     now = time.perf_counter()
-                    metrics["charts/SPS"] = (agent_steps - steps_log) / max(now - t_log, 1e-9)
+                    dt = max(now - t_log, 1e-9)
+                    metrics["charts/SPS"] = (rollout.in_play_steps - in_play_log) / dt  # agents in play, as PufferLib
+                    metrics["charts/slot_SPS"] = (agent_steps - steps_log) / dt  # every agent slot, padding too
                     metrics["charts/agent_steps"] = agent_steps
+                    metrics["charts/in_play_steps"] = rollout.in_play_steps.clone()
                     metrics["charts/learning_rate"] = cfg.ppo.lr
                     metrics.update({f"env/{k}": v for k, v in env.metrics().items()})
                     last = logger.scalars(metrics, agent_steps)
-                    t_log, steps_log = time.perf_counter(), agent_steps
+                    t_log, steps_log, in_play_log = time.perf_counter(), agent_steps, rollout.in_play_steps.clone()
                     bar.set(text=f"SPS {last['charts/SPS']:.0f} score {last.get('env/score', float('nan')):.3f}")
                 if update % cfg.checkpoint_every == 0 or update == total:
                     _save(run, policy, opt, cfg, horizon, update, agent_steps)

@@ -2,7 +2,9 @@
 
 Every policy has two entry points:
 
-- `forward_eval(obs (N, D), state, terminals (N,), removed (N,)) -> (logits, value, state)` to step;
+- `forward_eval(obs (N, D), state, terminals (N,), removed (N,), active=None) -> (logits, value, state)` to step,
+  where `active` (N,) bool, when given, names the agents whose outputs the caller uses (the others may be
+  skipped: their outputs are then unspecified and, for the transformer, their step stays out of the cache);
 - `forward(obs (B, T, D), terminals (B, T), removed (B, T), state=None, pos0=None, needed=None) -> (logits, values, state)`
   to train, where `terminals[:, t]` means obs[:, t] starts a new episode and `needed` (B, T) bool, when
   given, names the tokens whose outputs the caller uses (closed under what they read; see

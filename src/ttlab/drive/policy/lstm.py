@@ -44,7 +44,9 @@ class LSTMPolicy(nn.Module):
         frozen = removed.bool().unsqueeze(-1)  # (N, 1)
         return out, torch.where(frozen, h, h2), torch.where(frozen, c, c2)
 
-    def forward_eval(self, obs: torch.Tensor, state, terminals: torch.Tensor, removed: torch.Tensor):
+    def forward_eval(self, obs: torch.Tensor, state, terminals: torch.Tensor, removed: torch.Tensor,
+                     active: torch.Tensor | None = None):
+        """`active` is accepted for a common signature and ignored (every agent is computed)."""
         h, c = state
         out, h, c = self._step(self.encoder(obs), h, c, terminals, removed)  # (N, H)
         return self.actor(out), self.critic(out).squeeze(-1), (h, c)

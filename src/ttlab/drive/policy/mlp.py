@@ -34,8 +34,9 @@ class MLPPolicy(nn.Module):
         return self.actor(h), self.critic(h).squeeze(-1)
 
     def forward_eval(self, obs: torch.Tensor, state=None, terminals: torch.Tensor | None = None,
-                     removed: torch.Tensor | None = None):
-        logits, value = self._heads(obs)  # (N, P), (N,)
+                     removed: torch.Tensor | None = None, active: torch.Tensor | None = None):
+        """`active` (N,) bool: encode only these agents (CPU); the others' outputs are unspecified."""
+        logits, value = self._heads(obs, active)  # (N, P), (N,)
         return logits, value, None
 
     def forward(self, obs: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, state=None, pos0=None,

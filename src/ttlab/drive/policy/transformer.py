@@ -123,26 +123,38 @@ class TransformerPolicy(nn.Module):
         return self.actor(x), self.critic(x).squeeze(-1)
 
     # ---- stepping -------------------------------------------------------------------------------
-    def forward_eval(self, obs: torch.Tensor, state: KVCache, terminals: torch.Tensor, removed: torch.Tensor):
-        """obs (N, D), terminals/removed (N,) bool -> logits (N, P), value (N,), the same (mutated) cache."""
+    def forward_eval(self, obs: torch.Tensor, state: KVCache, terminals: torch.Tensor, removed: torch.Tensor,
+                     active: torch.Tensor | None = None):
+        """obs (N, D), terminals/removed (N,) bool -> logits (N, P), value (N,), the same (mutated) cache.
+
+        `active` (N,) bool: compute only these agents (a host sync: CPU); the others get zero logits and
+        value and their step is kept out of the cache, exactly as a removed step (the rollout passes the
+        learner's agents in play: nothing reads the rest)."""
         n, S = obs.shape[0], self.horizon
         state.reset_agents(terminals.bool())
-        slot = state.pos % S  # (N,)
-        here = torch.arange(S, device=obs.device).unsqueeze(0) == slot.unsqueeze(1)  # (N, S)
-        attend = (state.valid & ~here) | here  # (N, S): the slot about to be overwritten is stale
-        mask = attend[:, None, None, :]  # (N, 1, 1, S)
-        x = self.encoder(obs) + sinusoid(state.pos, self.d).to(obs.dtype)  # (N, d)
-        rows = torch.arange(n, device=obs.device)
+        here_all = torch.arange(S, device=obs.device).unsqueeze(0) == (state.pos % S).unsqueeze(1)  # (N, S)
+        keep = ~removed.bool() if active is None else ~removed.bool() & active.bool()  # (N,) step enters the cache
+        rows = torch.arange(n, device=obs.device) if active is None else active.nonzero().squeeze(1)  # (n,)
+        m = rows.shape[0]
+        slot = state.pos[rows] % S  # (n,)
+        here = here_all if active is None else here_all[rows]  # (n, S)
+        valid = state.valid if active is None else state.valid[rows]
+        mask = ((valid & ~here) | here)[:, None, None, :]  # (n, 1, 1, S): the slot about to be overwritten is stale
+        x = self.encoder(obs if active is None else obs[rows]) + sinusoid(state.pos[rows], self.d).to(obs.dtype)  # (n, d)
         for layer, blk in enumerate(self.blocks):
-            q, k, v = blk.qkv_heads(x)  # (N, H, dh)
+            q, k, v = blk.qkv_heads(x)  # (n, H, dh)
             state.k[layer, rows, :, slot] = k.to(state.k.dtype)
             state.v[layer, rows, :, slot] = v.to(state.v.dtype)
-            a = F.scaled_dot_product_attention(q.unsqueeze(2), state.k[layer].to(q.dtype),
-                                               state.v[layer].to(q.dtype), attn_mask=mask)  # (N, H, 1, dh)
-            x = blk.finish(x, a.reshape(n, self.d))
-        state.valid.copy_(torch.where(here, ~removed.bool().unsqueeze(1), state.valid & ~here))
+            ks = state.k[layer] if active is None else state.k[layer, rows]  # (n, H, S, dh)
+            vs = state.v[layer] if active is None else state.v[layer, rows]
+            a = F.scaled_dot_product_attention(q.unsqueeze(2), ks.to(q.dtype), vs.to(q.dtype), attn_mask=mask)  # (n, H, 1, dh)
+            x = blk.finish(x, a.reshape(m, self.d))
+        state.valid.copy_(torch.where(here_all, keep.unsqueeze(1), state.valid & ~here_all))
         state.pos += 1
         logits, value = self._heads(x)
+        if active is not None:
+            logits = logits.new_zeros(n, logits.shape[1]).index_copy(0, rows, logits)  # (N, P)
+            value = value.new_zeros(n).index_copy(0, rows, value)  # (N,)
         return logits, value, state
 
     # ---- training -------------------------------------------------------------------------------
@@ -193,12 +205,13 @@ class TransformerPolicy(nn.Module):
                 needed: torch.Tensor | None = None) -> tuple[KVCache, tuple[torch.Tensor, torch.Tensor]]:
         """The ring cache after the row (as `forward(..., return_state=True)`) and the row's keys and values
         (k, v) each (L, B, H, T, dh) (zeros at tokens `needed` skips), to pass as `memory` in training."""
-        _, _, ks, vs, pos = self._run(obs, terminals, removed, pos0, needed, None, True)
+        _, _, ks, vs, pos = self._run(obs, terminals, removed, pos0, needed, None, True, kv_only=True)
         return self._ring_from_sequence(ks, vs, pos, terminals, removed), (torch.stack(ks), torch.stack(vs))
 
-    def _run(self, obs, terminals, removed, pos0, needed, memory, keep_kv: bool):
+    def _run(self, obs, terminals, removed, pos0, needed, memory, keep_kv: bool, kv_only: bool = False):
         """The shared body of `forward` and `prefill`: logits, values, per-layer k and v (B, H, T-M, dh) when
-        `keep_kv`, and the positions (B, T)."""
+        `keep_kv`, and the positions (B, T). `kv_only`: stop after the last layer's keys and values (the
+        prefill needs nothing else); logits and values are then None."""
         B, T = terminals.shape
         M = 0 if memory is None else memory[0].shape[3]
         if obs.shape[1] != T - M:
@@ -222,17 +235,22 @@ class TransformerPolicy(nn.Module):
             if keep_kv:
                 ks.append(k)
                 vs.append(v)
+            if kv_only and layer == self.n_layers - 1:
+                break
             if memory is not None:
                 k = torch.cat([memory[0][layer].detach().to(k.dtype), k], dim=2)  # (B, H, M+W, dh)
                 v = torch.cat([memory[1][layer].detach().to(v.dtype), v], dim=2)
             a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, W, dh)
             x = blk.finish(x, a.transpose(1, 2).reshape(B, W, self.d))
         if cols is not None:  # back to the row's columns
-            x = x.new_zeros(B, T - M, self.d).scatter(1, cols.unsqueeze(-1).expand(B, W, self.d), x)  # (B, T-M, d)
+            if not kv_only:
+                x = x.new_zeros(B, T - M, self.d).scatter(1, cols.unsqueeze(-1).expand(B, W, self.d), x)  # (B, T-M, d)
             dh = self.d // self.n_heads
             idx = cols[:, None, :, None].expand(B, self.n_heads, W, dh)
             ks = [k.new_zeros(B, self.n_heads, T - M, dh).scatter(2, idx, k) for k in ks]  # (B, H, T-M, dh)
             vs = [v.new_zeros(B, self.n_heads, T - M, dh).scatter(2, idx, v) for v in vs]
+        if kv_only:
+            return None, None, ks, vs, pos
         logits, values = self._heads(x)
         return logits, values, ks, vs, pos
 
