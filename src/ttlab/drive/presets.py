@@ -68,7 +68,7 @@ def hidden_exit(core: str = "transformer") -> TrainConfig:
         scenarios=HIDDEN_EXIT_SCENES,
         policy=PolicyConfig(core=core, embed=32, hidden=64, n_layers=1, n_heads=4),
         ppo=PPOConfig(lr=1e-3, update_epochs=4, num_minibatches=4, ent_coef=0.01, gamma=0.99, gae_lambda=0.95),
-        rollout_steps=100, total_agent_steps=2_000_000, device="cpu")
+        rollout_steps=100, total_agent_steps=1_500_000, device="cpu")
 
 
 def hidden_exit_mlp() -> TrainConfig:
