@@ -171,7 +171,10 @@ def main() -> int:
         "runs": runs,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    for r in runs:  # the curve keeps the per-trial rates only (the file stays small)
+        r["curve"] = [{k: v for k, v in c.items() if k in ("update", "agent_steps", "wall_s")
+                       or (k.startswith("trial_") and k.endswith(("goal_rate", "exit_rate")))} for c in r["curve"]]
+    args.out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
     plot(runs, args.png)
     line = {"benchmark": "drive_adapt", "wall_s": result["wall_s"], "commit": commit[:10],
             "loadavg_start": result["loadavg_start"], **{f"{c}_{k}": v for c, s in summary.items() for k, v in s.items()
