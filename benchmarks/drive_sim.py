@@ -5,7 +5,10 @@ trials of 3 ticks, so resets happen inside the timed window). Prints ONE JSON li
     python benchmarks/drive_sim.py [--device auto] [--steps 50] [--scenes 128]
 
 Rows: (envs x agents) = 16x64, 256x64 (+ 1024x64 and 4096x64 on CUDA), and a trial-mode row (K=4).
-agent_steps/s counts every agent slot of every env per step (E * A per step). Peak memory per 1000
+agent_steps/s counts every agent slot of every env per step (E * A per step), padding included;
+vehicle_steps/s counts the vehicles that exist and are on the map (any role: policy, log replay, parked),
+and in_play_agent_steps/s the policy-controlled ones in play (what PufferLib's SPS counts: its envs hold
+real agents only, no padded slots). Peak memory per 1000
 agents is CUDA max-allocated memory, or on CPU the growth of peak RSS from just before the env is built to
 the end of the row (each CPU row runs in a fresh process), less the scene pool and road grid, which are
 per pool, not per agent (reported apart as pool_and_grid_mb).
@@ -18,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
+import subprocess
 import time
 
 import torch
@@ -26,6 +31,7 @@ import torch.multiprocessing as mp
 
 from ttlab.common.device import resolve_device
 from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.state import ABSENT, POLICY
 
 
 def scene_pool(n: int, agents: int, device: torch.device):
@@ -55,8 +61,14 @@ def bench_row(pool, device, E: int, A: int, steps: int, trial: bool, warmup: int
     if device.type == "cuda":
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
+    vehicles = torch.zeros((), dtype=torch.long, device=device)  # vehicle-steps of vehicles that exist (not padding)
+    in_play = torch.zeros((), dtype=torch.long, device=device)  # ... that are policy-controlled and in play
     t0, c0 = time.perf_counter(), time.process_time()
     for i in range(steps):
+        st = env.state  # the vehicles this step moves
+        out = st.removed | st.stopped
+        vehicles += ((st.role != ABSENT) & ~st.removed).sum()
+        in_play += ((st.role == POLICY) & ~out).sum()
         env.step(acts[warmup + i])
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -73,7 +85,10 @@ def bench_row(pool, device, E: int, A: int, steps: int, trial: bool, warmup: int
     return {"envs": E, "agents": env.num_agents, "mode": "trial_k4" if trial else "respawn", "backend": env.backend,
             "compile": compile,
             "agent_steps_per_s": round(n * steps / dt), "ms_per_step": round(1000 * dt / steps, 2),
+            "vehicle_steps_per_s": round(int(vehicles) / dt), "in_play_agent_steps_per_s": round(int(in_play) / dt),
+            "vehicles_per_env": round(int(vehicles) / (steps * E), 2),
             "agent_steps_per_cpu_s": round(n * steps / max(cpu, 1e-9)),
+            "in_play_agent_steps_per_cpu_s": round(int(in_play) / max(cpu, 1e-9)),
             "episodes_finished": episodes, "peak_mem_mb": round(peak_mb, 1), "pool_and_grid_mb": round(static_mb, 1),
             "peak_mem_mb_per_1000_agents": round(max(peak_mb - static_mb, 0) * 1000 / n, 2)}
 
@@ -111,7 +126,8 @@ def main() -> None:
     t = next(r for r in results if r["mode"] == "trial_k4" and not r["compile"])
     ratio = t["agent_steps_per_s"] / base[(t["envs"], "respawn", False)]["agent_steps_per_s"]
     print(json.dumps({
-        "benchmark": "drive_sim", "device": str(device), "torch_threads": torch.get_num_threads(),
+        "benchmark": "drive_sim", "nproc": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(), "device": str(device), "torch_threads": torch.get_num_threads(),
         "scene_source": source, "pool_scenes": pool.size, "rows": results,
         "trial_vs_nontrial_speed": round(ratio, 3),
     }))

@@ -63,7 +63,8 @@ class Row:
         self.policy = build_policy(cfg.policy, env.layout, env.num_actions, is_continuous(env),
                                    horizon=env_horizon(env)).to(device)
         self.opt = torch.optim.Adam(self.policy.parameters(), lr=cfg.ppo.lr, eps=1e-5, foreach=True)
-        self.ro = Rollout(env, self.policy, cfg.rollout_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda)
+        self.ro = Rollout(env, self.policy, cfg.rollout_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda,
+                          stored_context=cfg.ppo.context == "stored")
         self.env = env
         self.wall = {"rollout": 0.0, "update": 0.0}
         self.cpu = 0.0

@@ -118,6 +118,27 @@ def test_first_epoch_logprobs_equal_the_rollouts_across_row_boundaries():
         assert (values_m - b.values)[m].abs().max() < 1e-5
 
 
+def test_stored_context_reproduces_the_rollouts_logprobs_after_the_weights_change():
+    """context = stored: no prefill; training with the rollout's recorded keys/values as memory attends exactly
+    what the rollout attended, even though the weights changed between the rollouts."""
+    torch.manual_seed(0)
+    env = MemoryEnv(num_envs=4)
+    policy = _transformer()
+    ro = Rollout(env, policy, steps=4, gamma=0.9, gae_lambda=0.9, stored_context=True)
+    opt = torch.optim.Adam(policy.parameters(), lr=1e-2)
+    C = policy.context_len
+    for _ in range(4):
+        policy.eval()
+        b = ro.collect()
+        with torch.no_grad():
+            logits, values, _ = policy(b.obs[:, C:], b.terminals, b.removed, pos0=b.pos0, memory=b.memory)
+        m = b.mask
+        assert (log_prob(logits, b.actions, False) - b.logprobs)[m].abs().max() < 1e-5
+        assert (values - b.values)[m].abs().max() < 1e-5
+        policy.train()
+        ppo_update(policy, opt, b, PPOConfig(update_epochs=1, num_minibatches=1, context="stored"))
+
+
 def test_rollout_masks_limbo_and_stops_bootstrap_at_trial_ends():
     torch.manual_seed(0)
     env = MemoryEnv(num_envs=2, num_agents=1)
@@ -148,12 +169,12 @@ def test_one_ppo_update_changes_weights_and_reduces_the_loss():
     assert loss2 < loss1
 
 
-def _train(policy, updates: int, seed: int):
+def _train(policy, updates: int, seed: int, context: str = "memory"):
     torch.manual_seed(seed)
     env = MemoryEnv(num_envs=32, seed=seed)
-    ro = Rollout(env, policy, steps=12, gamma=0.9, gae_lambda=0.9)
+    ro = Rollout(env, policy, steps=12, gamma=0.9, gae_lambda=0.9, stored_context=context == "stored")
     opt = torch.optim.Adam(policy.parameters(), lr=3e-3)
-    cfg = PPOConfig(update_epochs=4, num_minibatches=2, ent_coef=0.003)
+    cfg = PPOConfig(update_epochs=4, num_minibatches=2, ent_coef=0.003, context=context)
     for _ in range(updates):
         policy.eval()
         b = ro.collect()
@@ -175,6 +196,15 @@ def test_transformer_adapts_across_trials_and_the_mlp_cannot():
     assert tm["ada_delta_trial_1_minus_0"] > 0.3, tm
     assert abs(float(mm["ada_delta_trial_1_minus_0"])) < 0.15, mm
     assert mm["trial_1_goal_rate"] < 0.65, mm
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("context", ["stored", "full"])
+def test_transformer_adapts_with_the_other_context_modes(context):
+    torch.manual_seed(1)
+    tm = _train(_transformer(), updates=60, seed=1, context=context)
+    assert tm["trial_1_goal_rate"] > 0.85, tm
+    assert tm["ada_delta_trial_1_minus_0"] > 0.3, tm
 
 
 @pytest.mark.parametrize("core", ["lstm"])

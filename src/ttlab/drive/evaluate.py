@@ -130,6 +130,9 @@ class PairedTrials:
     def __init__(self, inner, num_envs: int, num_agents: int, k_trials: int, episodes: int, device):
         self.inner, self.k, self.n = inner, k_trials, episodes
         self.sig = inspect.signature(inner.add)
+        missing = {"ended", "trial_idx", "egos"} - set(self.sig.parameters)
+        if missing:
+            raise TypeError(f"{type(inner).__name__}.add has no argument(s) {sorted(missing)}: PairedTrials reads them by name")
         self.egos = torch.zeros(num_envs, episodes, k_trials, num_agents, dtype=torch.bool, device=device)
         self.out: dict[str, torch.Tensor] = {}
         self.episodes_done = torch.zeros(num_envs, dtype=torch.long, device=device)  # (E,)

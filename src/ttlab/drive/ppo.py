@@ -107,7 +107,7 @@ def loss_context(mask: torch.Tensor, terminals: torch.Tensor, removed: torch.Ten
     return mask | (~removed.bool() & (loss_steps.gather(1, ep) > 0))
 
 
-CONTEXTS = ("memory", "full")
+CONTEXTS = ("memory", "stored", "full")
 
 
 @dataclass
@@ -139,10 +139,12 @@ class PPOConfig:
     target_kl: float | None = None
     """Stop the epoch loop early when approx_kl exceeds this."""
     context: str = "memory"
-    """Transformer context prefix in training: memory = its keys/values from the rollout's prefill, reused
-    in every epoch with no gradient (Transformer-XL memory; the prefix is not re-encoded, so an update
-    costs T tokens per row instead of C + T) | full = recomputed with gradient in every minibatch (exact
-    gradient, several times slower). Both give the rollout's log-probs at the first minibatch."""
+    """Transformer context prefix in training: memory = its keys/values from the rollout's prefill (current
+    weights), reused in every epoch with no gradient (Transformer-XL memory; the prefix is not re-encoded, so
+    an update costs T tokens per row instead of C + T) | stored = the same, but the keys/values the previous
+    rollout computed as it stepped (no prefill: one update stale, as R2D2's stored state) | full = recomputed
+    with gradient in every minibatch (exact gradient, several times slower). Each gives the rollout's
+    log-probs at the first minibatch."""
 
 
 def ppo_update(
@@ -173,7 +175,9 @@ def ppo_update(
     if device.type == "cpu":
         loss_cols = torch.cat([batch.mask.new_zeros(n_rows, C), batch.mask], dim=1)  # (N, C+T)
         needed = loss_context(loss_cols, batch.terminals, batch.removed, policy.memoryless)
-    memory = batch.memory if cfg.context == "memory" and C > 0 else None
+    memory = batch.memory if cfg.context in ("memory", "stored") and C > 0 else None
+    if cfg.context == "stored" and C > 0 and batch.memory is None:
+        raise ValueError("--ppo.context stored needs a Rollout built with stored_context=True")
     cut = 0 if memory is None else C  # with memory the forward takes the T new tokens only
     for _epoch in range(cfg.update_epochs):
         perm = torch.randperm(n_rows, generator=generator).to(device)

@@ -80,14 +80,15 @@ def fast_k2() -> TrainConfig:
     """The adaptation benchmark's scale, fitted to 2 CPU cores: K = 2 trials of 40 ticks, 32 envs x 8 agents,
     observations fitted to the scene (8 partner and 64 road slots: the scenes hold <= 8 vehicles, and the 64
     nearest road segments cover the junction), a d_model = 64 core (embed 32), 1 epoch x 2 minibatches (as
-    PufferLib), the transformer's context prefix as stop-gradient memory.
+    PufferLib), the transformer's context prefix as the stop-gradient keys/values the rollout computed
+    (`PPOConfig.context = "stored"`: no prefill).
     `benchmarks/drive_train.py --preset fast_k2` measures it."""
     return TrainConfig(
         env=EnvConfig(num_envs=32, max_agents=8, goal_behavior="trial", k_trials=2, trial_length=40,
                       collision_behavior="remove", offroad_behavior="remove", partner_slots=8, road_slots=64),
         scenarios="procedural:n=128,agents=8",
         policy=PolicyConfig(core="transformer", embed=32, hidden=64, n_layers=2, n_heads=4),
-        ppo=PPOConfig(update_epochs=1, num_minibatches=2, context="memory"), rollout_steps=32,
+        ppo=PPOConfig(update_epochs=1, num_minibatches=2, context="stored"), rollout_steps=32,
         total_agent_steps=20_000_000)
 
 

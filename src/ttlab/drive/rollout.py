@@ -16,6 +16,10 @@ How training sees exactly the context the rollout saw (an episode may cross a ro
   on from it. Training runs `policy.forward` over prefix + segment, so every loss step attends over
   the same tokens, through the same weights, as when it was acted on: the first PPO epoch reproduces
   the rollout's log-probs exactly (tested), and no episode is ever cut at a row boundary;
+- transformer with `stored_context` (PPO `context = stored`): no rebuild; the rollout steps on with its KV
+  cache as it is, and records every step's keys/values, so training takes the prefix's keys/values as the
+  rollout computed them (with the weights of the rollout that stepped them: one update stale, as R2D2's
+  stored state) and again attends exactly what the rollout attended; the prefill's cost is saved;
 - LSTM: the recurrent state at the start of the row is stored per row and training starts from it;
 - MLP: nothing to carry.
 
@@ -94,7 +98,7 @@ def _flat(x: torch.Tensor) -> torch.Tensor:
 
 class Rollout:
     def __init__(self, env, policy, steps: int, gamma: float, gae_lambda: float, coplayers: CoPlayers | None = None,
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None, stored_context: bool = False):
         self.env, self.policy, self.T = env, policy, steps
         self.gamma, self.lam = gamma, gae_lambda
         self.coplayers, self.gen = coplayers, generator
@@ -119,6 +123,10 @@ class Rollout:
         self.next_pos = torch.zeros(N, dtype=torch.long, device=dev)
         self.controlled = _flat(env.controlled).bool()
         self.state = policy.initial_state(N, dev)
+        self.stored = stored_context and C > 0
+        if self.stored:  # keys/values of every buffer column as the rollout computed them: (2, L, N, H, C+T, dh)
+            L, _, H, _, dh = self.state.k.shape
+            self.kv = torch.zeros(2, L, N, H, C + T, dh, device=dev, dtype=self.state.k.dtype)
         self._collected = False
         self.agent_steps = 0  # slot-steps: every agent slot of every env per step
         self.in_play_steps = torch.zeros((), dtype=torch.long, device=dev)  # learner steps in play (sum of mask)
@@ -153,8 +161,13 @@ class Rollout:
         if self._collected and C > 0:  # slide the last C steps into the prefix
             for buf in (self.obs, self.terminals, self.removed, self.pos):
                 buf[:, :C] = buf[:, T:T + C].clone()
+            if self.stored:
+                self.kv[..., :C, :] = self.kv[..., T:T + C, :].clone()
         self._collected = True
-        if C > 0:  # rebuild the KV cache from the prefix with the current weights
+        if self.stored:  # keep stepping on the cache as it is; the prefix's keys/values are the ones it holds
+            state, state0 = self.state, None
+            memory = (self.kv[0, :, :, :, :C], self.kv[1, :, :, :, :C])
+        elif C > 0:  # rebuild the KV cache from the prefix with the current weights
             terms, rem = self.terminals[:, :C], self.removed[:, :C]
             needed = None
             if self.device.type == "cpu":  # the cache keeps the last episode's unremoved tokens: compute only those
@@ -180,6 +193,11 @@ class Rollout:
             self.pos[:, C + t] = self.next_pos
             active = self.controlled & learner & ~rem if skip else None  # only the learner's agents in play
             logits, value, state = policy.forward_eval(obs, state, term, rem, active=active)  # (N, P), (N,)
+            if self.stored:  # this step's keys/values: the ring slot it was written to
+                slot = ((state.pos - 1) % state.k.shape[3]).view(1, -1, 1, 1, 1)  # (1, N, 1, 1, 1)
+                idx = slot.expand(*state.k.shape[:3], 1, state.k.shape[4])  # (L, N, H, 1, dh)
+                self.kv[0, ..., C + t, :] = state.k.gather(3, idx).squeeze(3)
+                self.kv[1, ..., C + t, :] = state.v.gather(3, idx).squeeze(3)
             action = sample(logits, policy.continuous, self.gen)
             self.logprobs[:, t] = log_prob(logits, action, policy.continuous).float()
             self.values[:, t] = value.float()
@@ -200,8 +218,10 @@ class Rollout:
         self.agent_steps += self.N * T
         in_play = self.mask.sum()
         self.in_play_steps += in_play  # 0-d device tensor: no host sync here
-        if C == 0:
+        if C == 0 or self.stored:
             self.state = state
+        if self.stored:  # the bootstrap step below must not enter the cache the next rollout steps on
+            state = type(state)(k=state.k.clone(), v=state.v.clone(), valid=state.valid.clone(), pos=state.pos.clone())
         active = self.controlled & learner & ~self.next_removed if skip else None
         _, next_value, _ = policy.forward_eval(self.next_obs, state, self.next_term, self.next_removed, active=active)
         adv, ret = gae(self.rewards, self.values, next_value.float(), self.stop, self.gamma, self.lam)

@@ -21,6 +21,11 @@ cache is rebuilt from that prefix with the current weights (`forward(..., return
 the ring from the prefix's keys and values), so an episode that crosses a row boundary is seen by the
 rollout and by training through the same tokens and the same weights.
 
+Memory (`forward(..., memory=(k, v))`): training may take the prefix's per-layer keys/values as given
+(from `prefill`, or as the rollout recorded them) and run only the T new tokens, with no gradient into
+the prefix (Transformer-XL's memory); with the weights that made the memory it is the same function
+(tested). See `PPOConfig.context`.
+
 Skipping what no loss reads (CPU): training and the prefill pass `needed`, the tokens whose outputs are
 used plus everything they attend to (`ppo.loss_context`); `forward` packs those to the front of each row
 and runs on them only. Earlier episodes in the prefix and limbo steps are never attended, so this changes
