@@ -78,7 +78,9 @@ def test_family_contract(family):
     for seed in range(2):
         sc = generate(family, seed, 14)
         n = sc.num_agents
-        assert n >= 6 and sc.num_steps == 91 and sc.dt == 0.1
+        # hidden_exit spawns every vehicle in a 4 m window before the junction: one or two per approach
+        # (t_maze: one vehicle on the stem of a T)
+        assert n >= {"hidden_exit": 3, "t_maze": 1}.get(family, 6) and sc.num_steps == 91 and sc.dt == 0.1
         assert sc.valid.all()
         # logged like real logs: consecutive positions follow the logged velocity
         step = sc.pos[:, 1:] - sc.pos[:, :-1]  # (N, 90, 2)

@@ -171,7 +171,8 @@ def test_hidden_goal_reward_only_at_true_goal_wrong_one_removes():
     sc.goal[:, 1] = 0.0
     sc.goal[1, 0] += 16.0  # car 1 reaches later, so car 0's removal shows on the following steps
     sc.goal_candidates = np.stack([sc.goal, sc.goal + np.array([0.0, 10.0], np.float32)], 1)  # straight / left
-    cfg = EnvConfig(num_envs=8, max_agents=2, goal_behavior="trial", k_trials=3, trial_length=60, hidden_goal=True)
+    cfg = EnvConfig(num_envs=8, max_agents=2, goal_behavior="trial", k_trials=3, trial_length=60, hidden_goal=True,
+                    exit_feedback=False)  # the silent structure; with feedback see tests/drive/test_hidden_exit.py
     env = DriveEnv(cfg, pad_pool([sc]), seed=0)
     obs = env.reset()
     ego, _, _ = env.layout.split(obs)

@@ -48,6 +48,34 @@ def hidden_goal() -> TrainConfig:
     return cfg
 
 
+HIDDEN_EXIT_SCENES = "procedural:n=256,families=t_maze,agents=1,exits=2"
+HIDDEN_EXIT_HELD_OUT = "procedural:n=64,seed=1000,families=t_maze,agents=1,exits=2"
+
+
+def hidden_exit(core: str = "transformer") -> TrainConfig:
+    """The adaptation benchmark (benchmarks/drive_adapt.py), a driving T-maze: one ego 2-6 m before a T-junction
+    on its stem, M = 2 candidate exits (left, right) 20-35 m of path away, one of them true (drawn per episode),
+    K = 2 trials of 55 ticks. Reaching an exit is reported in the ego's next 5 observations (exit feedback: it
+    waits at the exit, flag shown), so a policy with memory goes straight to the true exit in trial 1; a
+    memoryless one cannot do better than in trial 0. Small observations (a 30 m road
+    radius, 32 road and 1 partner slots) and a small transformer so it trains in minutes on 2 CPU cores.
+    Offroad is penalised per tick, not removed (the road-edge test is strict at junction kerbs)."""
+    return TrainConfig(
+        env=EnvConfig(num_envs=128, max_agents=1, goal_behavior="trial", k_trials=2, trial_length=55,
+                      hidden_goal=True, exit_feedback=True, report_steps=5, goal_radius=3.0, collision_behavior="remove",
+                      offroad_behavior="ignore", reward_offroad=-0.01, reward_progress=0.05,
+                      progress_target="nearest_exit", partner_slots=1, road_slots=32, road_radius=30.0),
+        scenarios=HIDDEN_EXIT_SCENES,
+        policy=PolicyConfig(core=core, embed=32, hidden=64, n_layers=1, n_heads=4),
+        ppo=PPOConfig(lr=1e-3, update_epochs=4, num_minibatches=4, ent_coef=0.01, gamma=0.99, gae_lambda=0.95),
+        rollout_steps=100, total_agent_steps=1_500_000, device="cpu")
+
+
+def hidden_exit_mlp() -> TrainConfig:
+    """`hidden_exit` with the memoryless MLP (the baseline that cannot adapt)."""
+    return hidden_exit("mlp")
+
+
 def fast_k2() -> TrainConfig:
     """The adaptation benchmark's scale, fitted to 2 CPU cores: K = 2 trials of 40 ticks, 32 envs x 8 agents,
     observations fitted to the scene (8 partner and 64 road slots: the scenes hold <= 8 vehicles, and the 64
@@ -76,4 +104,5 @@ def debug() -> TrainConfig:
 
 
 TRAIN_PRESETS = {"default": default, "adaptive_k2": adaptive_k2, "adaptive_k4": adaptive_k4,
-                 "hidden_goal": hidden_goal, "fast_k2": fast_k2, "debug": debug}
+                 "hidden_goal": hidden_goal, "hidden_exit": hidden_exit, "hidden_exit_mlp": hidden_exit_mlp,
+                 "fast_k2": fast_k2, "debug": debug}

@@ -80,9 +80,17 @@ class Recorder:
             tr = tr[~np.isnan(tr).any(1)]
             if len(tr) > 1:
                 d.line([tuple(p) for p in tr], fill=(120, 120, 160), width=1)
-        for a in np.nonzero(shown & (role == POLICY))[0]:
-            g = to_px(goals[a])
-            d.ellipse([g[0] - 3, g[1] - 3, g[0] + 3, g[1] + 3], outline=ROLE_COLOURS[POLICY])
+        if env.cfg.hidden_goal:  # candidate exits: hollow grey, the true one (hidden from the policy) green
+            cand = env.view.candidates[scene].cpu().numpy()  # (A, M, 2)
+            for a in np.nonzero(shown & (role == POLICY))[0]:
+                for j, c in enumerate(to_px(cand[a])):
+                    true = j == int(env.true_goal[e, a])
+                    d.ellipse([c[0] - 5, c[1] - 5, c[0] + 5, c[1] + 5], outline=(90, 220, 90) if true else (160, 160, 160),
+                              width=2)
+        else:
+            for a in np.nonzero(shown & (role == POLICY))[0]:
+                g = to_px(goals[a])
+                d.ellipse([g[0] - 3, g[1] - 3, g[0] + 3, g[1] + 3], outline=ROLE_COLOURS[POLICY])
         for a in np.nonzero(shown)[0]:
             poly = [tuple(p) for p in to_px(corners[a])]
             d.polygon(poly, fill=ROLE_COLOURS.get(int(role[a]), (200, 200, 200)), outline=(255, 255, 255))
@@ -90,6 +98,11 @@ class Recorder:
         if env.trial_mode:
             label = f"Trial {trial + 1} / {env.cfg.k_trials}   " + label
         d.text((6, 6), label, fill=(255, 255, 255))
+        flag = st.exit_flag[e].cpu().numpy()
+        if (flag != 0).any():  # a report step: the outcome the ego observes now
+            right = bool((flag > 0).any())
+            d.text((6, 22), "reached the TRUE exit" if right else "reached a WRONG exit",
+                   fill=(90, 220, 90) if right else (240, 90, 90))
         frame = np.asarray(img)
         self.frames.append(frame)
         return frame

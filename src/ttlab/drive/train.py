@@ -92,7 +92,8 @@ def is_continuous(env) -> bool:
 def make_env(env_cfg: EnvConfig, scenarios: str, device: torch.device, seed: int) -> DriveEnv:
     from ttlab.drive.scenarios.pool import load_pool
 
-    if env_cfg.hidden_goal and scenarios.startswith("procedural") and "hidden_goal" not in scenarios:
+    fams = ("hidden_goal", "hidden_exit", "t_maze")  # procedural families (or flag) that give goal candidates
+    if env_cfg.hidden_goal and scenarios.startswith("procedural") and not any(f in scenarios for f in fams):
         scenarios += (":" if ":" not in scenarios else ",") + "families=hidden_goal,hidden_goal=1"
     pool = load_pool(scenarios, device)
     # the rollout copies each observation into its buffer before the next step, so one reused obs tensor is safe

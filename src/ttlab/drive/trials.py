@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-TRIAL_KEYS = ("score", "goal_rate", "collision_rate", "offroad_rate", "length")
+TRIAL_KEYS = ("score", "goal_rate", "collision_rate", "offroad_rate", "length", "exit_rate", "wrong_exit_rate")
 
 
 def trial_end_flags(trial_step: torch.Tensor, trial_length: int, any_in_play: torch.Tensor,
@@ -35,17 +35,22 @@ class TrialMetrics:
         self.ends = torch.zeros(2, device=device)  # trials completed, of which by timeout
 
     def add(self, ended: torch.Tensor, timeout: torch.Tensor, trial_idx: torch.Tensor, egos: torch.Tensor,
-            goal: torch.Tensor, collision: torch.Tensor, offroad: torch.Tensor, length: torch.Tensor) -> None:
-        """ended/timeout/trial_idx (E,); egos (E, A) bool controlled; outcomes (E, A) float."""
+            goal: torch.Tensor, collision: torch.Tensor, offroad: torch.Tensor, length: torch.Tensor,
+            exit_: torch.Tensor | None = None, wrong: torch.Tensor | None = None) -> None:
+        """ended/timeout/trial_idx (E,); egos (E, A) bool controlled; outcomes (E, A) float.
+
+        exit_: reached any exit (hidden-goal candidates; else the goal is the one exit); wrong: a wrong exit."""
+        exit_ = goal if exit_ is None else exit_
+        wrong = torch.zeros_like(goal) if wrong is None else wrong
         score = goal * (1 - collision) * (1 - offroad)
-        vals = torch.stack([score, goal, collision, offroad, length, torch.ones_like(goal)], -1)  # (E, A, 6)
+        vals = torch.stack([score, goal, collision, offroad, length, exit_, wrong, torch.ones_like(goal)], -1)  # (E, A, 8)
         m = (egos & ended.unsqueeze(1)).unsqueeze(-1)
-        per_env = (vals * m).sum(1)  # (E, 6)
+        per_env = (vals * m).sum(1)  # (E, 8)
         self.acc.index_add_(0, trial_idx.clamp(0, self.k - 1), per_env)
         self.ends += torch.stack([ended.sum(), timeout.sum()]).float()
 
     def read(self) -> dict[str, torch.Tensor]:
-        mean = self.acc[:, :-1] / self.acc[:, -1:].clamp_min(1.0)  # (K, 5)
+        mean = self.acc[:, :-1] / self.acc[:, -1:].clamp_min(1.0)  # (K, len(TRIAL_KEYS))
         out: dict[str, torch.Tensor] = {}
         for k in range(self.k):
             for i, name in enumerate(TRIAL_KEYS):

@@ -2,7 +2,7 @@
 
 Sources: a directory of Waymo/GPUDrive JSON scenes, a converted cache (a directory with index.json),
 one JSON file, or a procedural spec (`ProceduralSpec`, or the string
-"procedural[:n=100,seed=0,families=intersection+merge,agents=12,hidden_goal=1,styles=1]").
+"procedural[:n=100,seed=0,families=intersection+merge,agents=12,hidden_goal=1,styles=1,exits=3]").
 """
 
 from __future__ import annotations
@@ -26,10 +26,12 @@ class ProceduralSpec:
     agents: int = 12
     hidden_goal: bool = False
     styles: bool = False
+    exits: int = 0
+    """Hidden-goal candidate exits per vehicle (M); 0 = the family's default (2 for t_maze, else 3)."""
 
     @classmethod
     def parse(cls, text: str) -> ProceduralSpec:
-        """'procedural' or 'procedural:n=100,seed=0,families=a+b,agents=12,hidden_goal=1,styles=0'."""
+        """'procedural' or 'procedural:n=100,seed=0,families=a+b,agents=12,hidden_goal=1,styles=0,exits=3'."""
         head, _, rest = text.partition(":")
         if head != "procedural":
             raise ValueError(f"scenario source {text!r}: expected 'procedural[:key=value,...]'")
@@ -54,7 +56,8 @@ class ProceduralSpec:
         from ttlab.drive.scenarios.procedural import generate_pool_scenarios
 
         return generate_pool_scenarios(self.n, self.seed, self.families, self.agents,
-                                       hidden_goal=self.hidden_goal, styles=self.styles)
+                                       hidden_goal=self.hidden_goal, styles=self.styles,
+                                       num_candidates=self.exits or None)
 
 
 def _check(sc: Scenario) -> None:

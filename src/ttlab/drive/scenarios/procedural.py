@@ -1,13 +1,20 @@
 """Procedural scenes (the embedded, offline default): roads, spawns, routes, goals and driven logs.
 
 `generate(family, seed, num_agents)` is deterministic per (family, seed, num_agents, flags). Families:
-straight, intersection, t_junction, merge, roundabout, and the two adaptation families of issue 4:
+straight, intersection, t_junction, merge, roundabout, and the adaptation families:
 hidden_goal (intersection or roundabout with `goal_candidates` = the exits reachable from each
-vehicle's approach; candidate 0 is the exit its route and log take) and partner_style (any road
-family with `style_*` logs driven by cautious and aggressive drivers from the same start).
+vehicle's approach; candidate 0 is the exit its route and log take), hidden_exit (the same with
+M = `num_candidates` exits on a T-junction or intersection that has M exits per approach, every vehicle
+spawned HIDDEN_EXIT_SPAWN metres before the junction and every exit HIDDEN_EXIT_AHEAD metres past it, so
+each exit is 20-40 m of path away), t_maze (hidden_exit on the stem of a T-junction: one vehicle, exits
+left and right, the driving version of the T-maze memory task) and
+partner_style (any road family with `style_*` logs driven by cautious and aggressive drivers from the
+same start). `exit_routes` gives each vehicle's path to each of its candidate exits (scripted drivers).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -16,13 +23,16 @@ from ttlab.drive.scenarios.polyline import interp_at, rdp, resample, rotate, to_
 from ttlab.drive.scenarios.roads import FAMILIES, RoadMap, build_road
 from ttlab.drive.scenarios.types import ROAD_TYPE_ID, Scenario
 
-ADAPTATION_FAMILIES: tuple[str, ...] = ("hidden_goal", "partner_style")
+ADAPTATION_FAMILIES: tuple[str, ...] = ("hidden_goal", "hidden_exit", "t_maze", "partner_style")
 ALL_FAMILIES: tuple[str, ...] = FAMILIES + ADAPTATION_FAMILIES
 STYLE_NAMES: tuple[str, ...] = ("cautious", "aggressive")
 JUNCTIONS = ("intersection", "t_junction", "roundabout")
 SPEED = {"straight": (9.0, 14.0), "merge": (8.0, 13.0), "intersection": (6.0, 10.0), "t_junction": (6.0, 10.0),
          "roundabout": (6.0, 9.0)}
 SPAWN_CLEARANCE = 8.0  # m between spawned vehicle centres (boxes of <= 5.2 m can never overlap)
+HIDDEN_EXIT_SPAWN = (2.0, 6.0)  # hidden_exit: a vehicle starts this many metres before the junction
+HIDDEN_EXIT_AHEAD = 5.0  # hidden_exit: the exit points are this many metres past the junction
+EXITS_PER_APPROACH = {"t_junction": 2, "intersection": 3}  # hidden_exit roads (roundabout paths are too long)
 
 
 def _segments(road: RoadMap) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -39,15 +49,24 @@ def _segments(road: RoadMap) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.concatenate(segs).astype(np.float32), np.concatenate(types), np.concatenate(ids)
 
 
-def _spawn(road: RoadMap, rng: np.random.Generator, num_agents: int, tries: int = 40):
-    """Pick (path index, start arc) per vehicle with centres >= SPAWN_CLEARANCE apart."""
+def _spawn(road: RoadMap, rng: np.random.Generator, num_agents: int, tries: int = 40, near: bool = False,
+           approach: int | None = None):
+    """Pick (path index, start arc) per vehicle with centres >= SPAWN_CLEARANCE apart.
+
+    near: start HIDDEN_EXIT_SPAWN metres before the junction (paths with `junction_s`); approach: only
+    paths entering from that approach."""
     chosen: list[tuple[int, float]] = []
     centres: list[np.ndarray] = []
+    allowed = [i for i, p in enumerate(road.paths) if approach is None or p.approach == approach]
     for _ in range(num_agents):
         for _ in range(tries):
-            k = int(rng.integers(len(road.paths)))
+            k = allowed[int(rng.integers(len(allowed)))]
             p = road.paths[k]
-            s0 = float(rng.uniform(p.spawn_start, p.spawn_end))
+            if near:
+                lo, hi = HIDDEN_EXIT_SPAWN
+                s0 = float(p.junction_s[0] - rng.uniform(lo, hi))
+            else:
+                s0 = float(rng.uniform(p.spawn_start, p.spawn_end))
             c = interp_at(p.points, s0)
             if all(np.linalg.norm(c - q) >= SPAWN_CLEARANCE for q in centres):
                 chosen.append((k, s0))
@@ -56,22 +75,41 @@ def _spawn(road: RoadMap, rng: np.random.Generator, num_agents: int, tries: int 
     return chosen
 
 
-def _candidates(road: RoadMap, k: int, m: int) -> np.ndarray:
-    """Exit points of the paths sharing path k's approach, path k first, then counter-clockwise. (m, 2)"""
+def _exit_paths(road: RoadMap, k: int, m: int) -> list:
+    """The paths sharing path k's approach, path k first, then counter-clockwise; the first m."""
     own = road.paths[k]
     sib = [p for p in road.paths if p.approach == own.approach and p is not own]
-    pts = [interp_at(own.points, own.exit_s)] + [interp_at(p.points, p.exit_s) for p in sib]
-    if len(pts) < m:
-        raise ValueError(f"hidden goal needs {m} exits per approach; the {road.family} has {len(pts)}")
-    return np.stack(pts[:m])
+    paths = [own, *sib]
+    if len(paths) < m:
+        raise ValueError(f"hidden goal needs {m} exits per approach; the {road.family} has {len(paths)}")
+    return paths[:m]
+
+
+def _candidates(road: RoadMap, k: int, m: int) -> np.ndarray:
+    """Exit points of the paths sharing path k's approach, path k first, then counter-clockwise. (m, 2)"""
+    return np.stack([interp_at(p.points, p.exit_s) for p in _exit_paths(road, k, m)])
 
 
 def generate(family: str | None = None, seed: int = 0, num_agents: int = 12, *, hidden_goal: bool = False,
-             num_candidates: int = 3, styles: bool = False, steps: int = 91, dt: float = 0.1) -> Scenario:
+             num_candidates: int | None = None, styles: bool = False, steps: int = 91, dt: float = 0.1) -> Scenario:
     """One procedural scene. family None picks one of the road families from the seed.
 
     Fewer than `num_agents` vehicles are placed when the road has no free room left (a scene always has
-    at least one). hidden_goal / styles add the issue-4 fields (the families of the same names set them)."""
+    at least one). hidden_goal / styles add the issue-4 fields (the families of the same names set them).
+    num_candidates: M exits per vehicle; None = the family's default (2 for t_maze, else 3)."""
+    return _generate(family, seed, num_agents, hidden_goal, num_candidates, styles, steps, dt)[0]
+
+
+def exit_routes(family: str | None = None, seed: int = 0, num_agents: int = 12, *, num_candidates: int | None = None,
+                hidden_goal: bool = True, styles: bool = False, steps: int = 91, dt: float = 0.1) -> np.ndarray:
+    """(N, M, R, 2) float32: every vehicle's path from its start to past each candidate exit (candidate order,
+    world frame, every metre, padded by repeating the end) of the scene `generate` makes with these arguments."""
+    return _generate(family, seed, num_agents, hidden_goal, num_candidates, styles, steps, dt, routes=True)[1]
+
+
+def _generate(family, seed, num_agents, hidden_goal, num_candidates, styles, steps, dt, routes=False):
+    if num_candidates is None:
+        num_candidates = 2 if family == "t_maze" else 3
     rng = np.random.default_rng([seed, 7919])
     if family is None:
         family = FAMILIES[int(rng.integers(len(FAMILIES)))]
@@ -79,13 +117,26 @@ def generate(family: str | None = None, seed: int = 0, num_agents: int = 12, *, 
         raise ValueError(f"unknown scenario family {family!r}; known: {', '.join(ALL_FAMILIES)}")
     if family == "hidden_goal":
         hidden_goal, road_family = True, ("intersection", "roundabout")[int(rng.integers(2))]
+    elif family == "hidden_exit":
+        choices = tuple(f for f, n in EXITS_PER_APPROACH.items() if n >= num_candidates)
+        if not choices:
+            raise ValueError(f"hidden_exit: no junction has {num_candidates} exits per approach "
+                             f"(at most {max(EXITS_PER_APPROACH.values())})")
+        hidden_goal, road_family = True, choices[int(rng.integers(len(choices)))]
+    elif family == "t_maze":
+        if num_candidates != 2:
+            raise ValueError(f"t_maze has exactly 2 exits (left, right), got num_candidates={num_candidates}")
+        hidden_goal, road_family = True, "t_junction"
     elif family == "partner_style":
         choices = ("intersection", "roundabout") if hidden_goal else FAMILIES  # roads with 3 exits per approach
         styles, road_family = True, choices[int(rng.integers(len(choices)))]
     else:
         road_family = family
     road = build_road(road_family, rng)
-    spawns = _spawn(road, rng, num_agents)
+    if family in ("hidden_exit", "t_maze"):  # exits just past the junction: every candidate is tens of metres away
+        road.paths = [dataclasses.replace(p, exit_s=p.junction_s[1] + HIDDEN_EXIT_AHEAD) for p in road.paths]
+    spawns = _spawn(road, rng, num_agents, near=family in ("hidden_exit", "t_maze"),
+                    approach=2 if family == "t_maze" else None)  # t_junction arm 2 is the stem (south)
     n = len(spawns)
     length = rng.uniform(4.2, 5.0, n).astype(np.float32)
     width = rng.uniform(1.8, 2.1, n).astype(np.float32)
@@ -141,13 +192,22 @@ def generate(family: str | None = None, seed: int = 0, num_agents: int = 12, *, 
     if cand is not None:
         sc.goal_candidates = place(cand)
         sc.goal = sc.goal_candidates[:, 0].copy()
+    ex_routes = None
+    if routes:
+        if cand is None:
+            raise ValueError(f"exit_routes: scene family {family!r} has no candidate exits (use hidden_goal/hidden_exit)")
+        per = [[resample(p.points[int(np.floor(s)):], 1.0) for p in _exit_paths(road, k, num_candidates)]
+               for k, s in spawns]
+        R3 = max(len(r) for rs in per for r in rs)
+        ex_routes = np.stack([np.stack([place(np.concatenate([r, np.repeat(r[-1:], R3 - len(r), 0)])) for r in rs])
+                              for rs in per])  # (N, M, R, 2)
     if style is not None:
         sc.style_names = STYLE_NAMES
         sc.style_pos = np.stack([place(p) for p, _, _ in style])
         sc.style_heading = np.stack([turn(h) for _, h, _ in style])
         sc.style_vel = np.stack([rotate(v, ang).astype(np.float32) for _, _, v in style])
         sc.style_valid = np.ones((len(STYLE_NAMES), n, steps), bool)
-    return sc
+    return sc, ex_routes
 
 
 def generate_pool_scenarios(n: int, seed: int = 0, families: tuple[str, ...] | list[str] = FAMILIES,

@@ -26,6 +26,7 @@ class Path:
     spawn_end: float  # vehicles spawn at arc positions in [spawn_start, spawn_end]
     exit_s: float  # arc position of this path's exit point (goal / hidden-goal candidate)
     spawn_start: float = 0.0
+    junction_s: tuple[float, float] | None = None  # junctions: arc positions where the junction starts and ends
 
     @property
     def length(self) -> float:
@@ -120,8 +121,9 @@ def junction(rng: np.random.Generator, angles: tuple[float, ...], family: str) -
             m.lanes.append(resample(conn, 1.0))
             path = _join(incoming[i], conn, outgoing[j])
             approach_len = arm - B
-            m.paths.append(Path(path, i, spawn_end=approach_len - 10.0,
-                                exit_s=arc_length(path)[-1] - (arm - B) + 12.0))
+            out_start = float(arc_length(path)[-1] - (arm - B))
+            m.paths.append(Path(path, i, spawn_end=approach_len - 10.0, exit_s=out_start + 12.0,
+                                junction_s=(float(approach_len), out_start)))
     return m
 
 

@@ -104,9 +104,11 @@ class EnvConfig:
     reward_offroad: float = -0.5
     """Reward per tick offroad."""
     reward_progress: float = 0.0
-    """Potential-based shaping: this times the metres the ego got closer to its goal this tick (Ng et al.
-    1999: a potential difference, so it leaves the optimal policy unchanged for gamma -> 1). 0 = off.
-    Not allowed with hidden_goal (it would give the hidden goal away)."""
+    """Potential-based shaping: this times the metres the ego got closer to its `progress_target` this tick
+    (Ng et al. 1999: a potential difference, so it leaves the optimal policy unchanged for gamma -> 1). 0 = off."""
+    progress_target: str = "goal"
+    """goal (the ego's goal; refused with hidden_goal, it would give the hidden goal away) | nearest_exit (the
+    nearest hidden-goal candidate: the same in every world that differs only in the true exit)."""
     reward_conditioning: bool = False
     """Draw per-agent (goal, collision, offroad) weights per episode in [rc_lb, rc_ub]; show them in obs."""
     rc_lb: tuple[float, float, float] = (0.5, -1.0, -1.0)
@@ -117,6 +119,15 @@ class EnvConfig:
     """all (every non-expert moving vehicle) | ego_only (first such vehicle; the rest replay logs) | replay (none)."""
     hidden_goal: bool = False
     """Hidden-goal mode: the true goal is one of the scene's goal_candidates, drawn per episode."""
+    exit_feedback: bool = True
+    """Hidden-goal trial mode: reaching any candidate exit ends the ego's attempt with a report step: the ego leaves
+    the map for the others at once, gets one more observation (its action there does nothing) whose ego features
+    carry the last reward and an exit flag (+1 true / -1 wrong), and is removed after it (`report_steps`
+    observations). So the outcome lands in tokens the ego's memory keeps. An exit counts only with
+    `report_steps` ticks of the trial left to report it. False: a
+    wrong exit removes the ego at once and nothing tells it apart from the true one (no policy can adapt)."""
+    report_steps: int = 1
+    """Exit feedback: report steps (the ego waits at the exit, flag shown, for this many observations)."""
     partner_style: bool = False
     """Replay partners from one of the pool's style logs, drawn per episode (kept across trials)."""
     partner_radius: float = 50.0
@@ -156,10 +167,13 @@ class EnvConfig:
         check("offroad_behavior", self.offroad_behavior, EVENT_BEHAVIOURS)
         check("control_mode", self.control_mode, ("all", "ego_only", "replay"))
         check("backend", self.backend, ("auto", "native", "torch"))
-        if self.hidden_goal and self.reward_progress:
-            raise ValueError("EnvConfig.reward_progress must be 0 with hidden_goal=True: shaping toward the true "
-                             "goal would reveal it")
-        for name in ("num_envs", "max_agents", "k_trials", "trial_length", "episode_length"):
+        check("progress_target", self.progress_target, ("goal", "nearest_exit"))
+        if self.hidden_goal and self.reward_progress and self.progress_target == "goal":
+            raise ValueError("EnvConfig.reward_progress with progress_target='goal' is refused with hidden_goal=True: "
+                             "shaping toward the true goal would reveal it (use progress_target='nearest_exit')")
+        if self.progress_target == "nearest_exit" and not self.hidden_goal:
+            raise ValueError("EnvConfig.progress_target='nearest_exit' needs hidden_goal=True (candidate exits)")
+        for name in ("num_envs", "max_agents", "k_trials", "trial_length", "episode_length", "report_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"EnvConfig.{name} must be >= 1, got {getattr(self, name)}")
 
@@ -231,14 +245,16 @@ class DriveEnv:
         self.grid = build_grid(self.pool, cfg.road_radius, cfg.grid_cell, cfg.road_slots, cfg.edge_slots,
                                pos_scale=POS_SCALE)
         m = self.pool.goal_candidates.shape[2] if cfg.hidden_goal else 0
-        self.layout: ObsLayout = make_layout(cfg.partner_slots, cfg.road_slots, cfg.reward_conditioning, m)
+        self.trial_mode = cfg.goal_behavior == "trial"
+        self.feedback = cfg.hidden_goal and cfg.exit_feedback and self.trial_mode
+        self.layout: ObsLayout = make_layout(cfg.partner_slots, cfg.road_slots, cfg.reward_conditioning, m,
+                                             self.feedback)
         self.obs_dim = self.layout.obs_dim
         self.num_actions = NUM_DISCRETE if cfg.action == "discrete" else 2
         self.tables = action_tables(cfg.limits, cfg.dynamics, self.device)
         self.env_ids = torch.arange(E, device=self.device)
         self._branch_free = self.device.type != "cpu"  # no data-dependent Python branches where they would sync
         self.seed = seed
-        self.trial_mode = cfg.goal_behavior == "trial"
         self.k = cfg.k_trials if self.trial_mode else 1
         self.backend = self._pick_backend()
         self._obs_buf = torch.empty(E, A, self.obs_dim, device=self.device) if cfg.reuse_obs else None
@@ -314,7 +330,7 @@ class DriveEnv:
         z = torch.zeros(E, A, device=dev)
         # per-ego accumulators: episode return/length, sums over finished trials, flags of the current trial
         self.acc = {k: z.clone() for k in ("ret", "len", "goal", "coll", "off", "score", "t_goal", "t_coll",
-                                           "t_off", "t_len")}
+                                           "t_off", "t_len", "t_exit", "t_wrong")}
         self.ep_metrics.read()
         if self.trial_metrics is not None:
             self.trial_metrics.read()
@@ -326,7 +342,7 @@ class DriveEnv:
 
     # ---- observation of a state ----
     def _visible(self, st: SimState, log_valid: torch.Tensor | None = None) -> torch.Tensor:
-        vis = (st.role != 0) & ~st.removed
+        vis = (st.role != 0) & ~st.removed & (st.exit_flag == 0)  # an ego in its report step is off the map
         if log_valid is not None:
             vis = vis & ((st.role != EXPERT) | log_valid)
         return vis
@@ -337,7 +353,8 @@ class DriveEnv:
         obs = self._obs_fn(self.grid, self.scene, st.x, st.y, st.heading, st.speed, st.length, st.width,
                             st.goal_x, st.goal_y, st.collided, st.offroad, st.accel, st.steer,
                             self._visible(st, log_valid), self.weights if self.cfg.reward_conditioning else None,
-                            cand, **kw)  # (E, A, obs_dim)
+                            cand, feedback=torch.stack([st.last_reward, st.exit_flag], -1) if self.feedback else None,
+                            **kw)  # (E, A, obs_dim)
         if self._obs_buf is None or obs is self._obs_buf:
             return obs
         return self._obs_buf.copy_(obs)
@@ -347,8 +364,9 @@ class DriveEnv:
         cfg, lim, st = self.cfg, self.cfg.limits, self.state
         dt = float(self.pool.dt)
         ego = st.role == POLICY  # (E, A) egos of this step
-        in_play = ego & ~st.removed & ~st.stopped
-        out_before = ego & ~in_play
+        reporting = ego & (st.exit_flag != 0) & ~st.removed  # report step: off the map, action does nothing
+        in_play = ego & ~st.removed & ~st.stopped & ~reporting
+        out_before = ego & ~in_play & ~reporting  # the learner's view: a reporting ego still acts
 
         # 1. policy agents move
         lon, lat = decode_actions(actions.to(self.device), self.tables, lim, cfg.dynamics)
@@ -370,7 +388,7 @@ class DriveEnv:
         speed = torch.where(in_play, nv, torch.where(expert, log[..., 3], st.speed))
         accel = torch.where(in_play, na, st.accel)
         steer = torch.where(in_play, ns, st.steer)
-        vis = (st.role != 0) & ~st.removed & (~expert | log_valid)
+        vis = (st.role != 0) & ~st.removed & ~reporting & (~expert | log_valid)
 
         # 4. collisions among the few nearest others, offroad against nearby road edges
         collided, offroad = self._contact_fn(self.grid, self.scene, x, y, heading, st.length, st.width, vis)
@@ -379,6 +397,8 @@ class DriveEnv:
         if cfg.hidden_goal:
             cand = self.view.candidates[self.scene]  # (E, A, M, 2)
             hits = candidate_reached(x, y, speed, cand, cfg.goal_radius, cfg.goal_speed)  # (E, A, M)
+            if self.feedback:  # an exit counts only with a tick of the trial left for its report step
+                hits = hits & (self.trial_step <= cfg.trial_length - cfg.report_steps).view(-1, 1, 1)
             true_hit = torch.gather(hits, 2, self.true_goal.unsqueeze(-1)).squeeze(-1)
             wrong = hits.any(-1) & ~true_hit & in_play
         else:
@@ -389,10 +409,16 @@ class DriveEnv:
         off_ev = offroad & in_play
         reward = step_reward(self.weights, reached, coll_ev, off_ev) * in_play  # (E, A)
         if cfg.reward_progress:
-            reward = reward + cfg.reward_progress * progress_to_goal(st.x, st.y, x, y, st.goal_x, st.goal_y) * in_play
+            if cfg.progress_target == "nearest_exit":  # potential: -(distance to the nearest candidate exit)
+                d0 = torch.hypot(cand[..., 0] - st.x.unsqueeze(-1), cand[..., 1] - st.y.unsqueeze(-1)).amin(-1)
+                d1 = torch.hypot(cand[..., 0] - x.unsqueeze(-1), cand[..., 1] - y.unsqueeze(-1)).amin(-1)
+                gain = d0 - d1  # (E, A)
+            else:
+                gain = progress_to_goal(st.x, st.y, x, y, st.goal_x, st.goal_y)
+            reward = reward + cfg.reward_progress * gain * in_play
 
-        # 6. per-event behaviours
-        remove_now = wrong.clone()
+        # 6. per-event behaviours (with exit feedback an exit starts the report step, which ends in removal)
+        remove_now = (reporting & (st.report_left <= 1)) if self.feedback else wrong.clone()
         stop_now = torch.zeros_like(in_play)
         for ev, how in ((coll_ev, cfg.collision_behavior), (off_ev, cfg.offroad_behavior)):
             if how == "remove":
@@ -400,7 +426,7 @@ class DriveEnv:
             elif how == "stop":
                 stop_now = stop_now | ev
         gb = cfg.goal_behavior
-        if gb == "trial":
+        if gb == "trial" and not self.feedback:
             remove_now = remove_now | reached
         elif gb == "stop":
             stop_now = stop_now | reached
@@ -412,10 +438,21 @@ class DriveEnv:
             ng = reached & ~out_now
             gx, gy, route_s = torch.where(ng, ax, gx), torch.where(ng, ay, gy), torch.where(ng, ars, route_s)
         stopped = st.stopped | stop_now
+        if self.feedback:
+            exit_now = (reached | wrong) & ~out_now  # (E, A) starts its report step
+            more = reporting & ~remove_now  # (E, A) another report step follows
+            exit_flag = torch.where(exit_now, torch.where(reached, 1.0, -1.0),
+                                    torch.where(more, st.exit_flag, torch.zeros_like(reward)))
+            report_left = torch.where(exit_now, float(cfg.report_steps),
+                                      torch.where(more, st.report_left - 1, torch.zeros_like(reward)))
+            speed = torch.where(exit_now, torch.zeros_like(speed), speed)
+        else:
+            exit_flag, report_left = st.exit_flag, st.report_left
         speed = torch.where(stopped, torch.zeros_like(speed), speed)
         new = SimState(role=st.role, x=x, y=y, heading=heading, speed=speed, accel=accel, steer=steer,
                        length=st.length, width=st.width, goal_x=gx, goal_y=gy, route_s=route_s,
-                       removed=st.removed | remove_now, stopped=stopped, collided=collided, offroad=offroad)
+                       removed=st.removed | remove_now, stopped=stopped, collided=collided, offroad=offroad,
+                       last_reward=reward, exit_flag=exit_flag, report_left=report_left)
 
         # 7. accumulators
         acc = self.acc
@@ -425,10 +462,14 @@ class DriveEnv:
         acc["t_goal"] = torch.maximum(acc["t_goal"], reached.float())
         acc["t_coll"] = torch.maximum(acc["t_coll"], coll_ev.float())
         acc["t_off"] = torch.maximum(acc["t_off"], off_ev.float())
+        acc["t_exit"] = torch.maximum(acc["t_exit"], (reached | wrong).float())
+        acc["t_wrong"] = torch.maximum(acc["t_wrong"], wrong.float())
 
         # 8. trial / episode ends
         # an env whose egos have all left play ends its trial / episode (envs without egos run on the clock)
         any_in_play = (in_play & ~out_now).any(1) | ~ego.any(1)  # (E,)
+        if self.feedback:  # an ego with report steps left keeps its trial open
+            any_in_play = any_in_play | (report_left > 0).any(1)
         zero_e = torch.zeros_like(any_in_play)
         if self.trial_mode:
             seg_end, timeout, ep_end = trial_end_flags(self.trial_step, cfg.trial_length, any_in_play,
@@ -438,7 +479,7 @@ class DriveEnv:
             terminals = ep_end.unsqueeze(1) & ego
             trial_ended = truncations
             self.trial_metrics.add(seg_end, timeout, self.trial, ego, acc["t_goal"], acc["t_coll"], acc["t_off"],
-                                   acc["t_len"])
+                                   acc["t_len"], acc["t_exit"], acc["t_wrong"])
         else:
             timeout = self.ep_step >= cfg.episode_length
             ep_end = timeout | ~any_in_play
@@ -454,7 +495,7 @@ class DriveEnv:
         done = ep_end.unsqueeze(1) & ego
         self.ep_metrics.add(done, acc["ret"], acc["len"], acc["goal"] / self.k, acc["coll"] / self.k,
                             acc["off"] / self.k, acc["score"] / self.k)
-        for k in ("t_goal", "t_coll", "t_off", "t_len"):
+        for k in ("t_goal", "t_coll", "t_off", "t_len", "t_exit", "t_wrong"):
             acc[k] = acc[k] * ~close
         for k in ("ret", "len", "goal", "coll", "off", "score"):
             acc[k] = acc[k] * ~ep_end.unsqueeze(1)

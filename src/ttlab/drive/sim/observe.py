@@ -5,6 +5,7 @@ obs = [ego (ego_dim) | partners (63 x 7) | road (200 x 7)], zero-padded, all in 
 
 ego      : goal_x, goal_y, speed, length, width, collided, offroad, accel, steer
            [+ 3 reward-conditioning weights (goal, collision, offroad)] [+ M x (x, y) hidden-goal candidates]
+           [+ last reward, exit flag (+1 true exit / -1 wrong exit reached last tick, else 0): exit feedback]
            (in hidden-goal mode goal_x, goal_y are 0: only the candidates are shown)
 partner  : x, y, cos(rel heading), sin(rel heading), speed, length, width   (within `partner_radius`)
 road     : mid_x, mid_y, length, cos(rel dir), sin(rel dir), distance, type id (ROAD_TYPE_ID; 0 = padding)
@@ -26,6 +27,7 @@ SPEED_SCALE = 20.0
 SIZE_SCALE = 5.0
 EGO_BASE_DIM = 9
 EGO_RC_DIM = 3
+EGO_FEEDBACK_DIM = 2
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class ObsLayout:
     num_road_types: int = NUM_ROAD_TYPES  # ids 0 (padding) .. NUM_ROAD_TYPES - 1
     num_goal_candidates: int = 0  # hidden-goal mode: candidates appended to the ego features
     reward_conditioning: bool = False  # 3 weights appended to the ego features
+    exit_feedback: bool = False  # last reward and exit flag appended to the ego features
 
     @property
     def partner_offset(self) -> int:
@@ -62,10 +65,13 @@ class ObsLayout:
         return ego, par, road
 
 
-def make_layout(partner_slots: int, road_slots: int, reward_conditioning: bool, num_goal_candidates: int) -> ObsLayout:
-    ego_dim = EGO_BASE_DIM + (EGO_RC_DIM if reward_conditioning else 0) + 2 * num_goal_candidates
+def make_layout(partner_slots: int, road_slots: int, reward_conditioning: bool, num_goal_candidates: int,
+                exit_feedback: bool = False) -> ObsLayout:
+    ego_dim = (EGO_BASE_DIM + (EGO_RC_DIM if reward_conditioning else 0) + 2 * num_goal_candidates
+               + (EGO_FEEDBACK_DIM if exit_feedback else 0))
     return ObsLayout(ego_dim=ego_dim, partner_slots=partner_slots, road_slots=road_slots,
-                     num_goal_candidates=num_goal_candidates, reward_conditioning=reward_conditioning)
+                     num_goal_candidates=num_goal_candidates, reward_conditioning=reward_conditioning,
+                     exit_feedback=exit_feedback)
 
 
 def nearest_partners(x: torch.Tensor, y: torch.Tensor, visible: torch.Tensor, k: int, radius: float,
@@ -145,8 +151,8 @@ def road_features(seg_table: torch.Tensor, cand: torch.Tensor, xs: torch.Tensor,
 
 def ego_features(goal_x, goal_y, x, y, cos_h, sin_h, speed, length, width, collided, offroad, accel, steer,
                  max_accel: float, max_steer: float, rc_weights: torch.Tensor | None,
-                 candidates: torch.Tensor | None, hide_goal: bool) -> torch.Tensor:
-    """(E, A, ego_dim). candidates (E, A, M, 2) world positions or None."""
+                 candidates: torch.Tensor | None, hide_goal: bool, feedback: torch.Tensor | None = None) -> torch.Tensor:
+    """(E, A, ego_dim). candidates (E, A, M, 2) world positions or None; feedback (E, A, 2) or None."""
     gx, gy = to_ego(goal_x - x, goal_y - y, cos_h, sin_h)
     if hide_goal:
         gx, gy = torch.zeros_like(gx), torch.zeros_like(gy)
@@ -160,6 +166,8 @@ def ego_features(goal_x, goal_y, x, y, cos_h, sin_h, speed, length, width, colli
         c, s = cos_h.unsqueeze(-1), sin_h.unsqueeze(-1)
         cx, cy = to_ego(candidates[..., 0] - x.unsqueeze(-1), candidates[..., 1] - y.unsqueeze(-1), c, s)
         parts.append(torch.stack([cx, cy], -1).flatten(-2) / POS_SCALE)  # (E, A, 2M)
+    if feedback is not None:
+        parts.append(feedback)  # (E, A, 2) last reward, exit flag
     return torch.cat(parts, dim=-1)
 
 
@@ -168,11 +176,12 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
             goal_y: torch.Tensor, collided: torch.Tensor, offroad: torch.Tensor, accel: torch.Tensor,
             steer: torch.Tensor, visible: torch.Tensor, rc_weights: torch.Tensor | None,
             candidates: torch.Tensor | None, *, partner_slots: int, partner_radius: float, road_slots: int,
-            road_radius: float, max_accel: float, max_steer: float, hide_goal: bool) -> torch.Tensor:
+            road_radius: float, max_accel: float, max_steer: float, hide_goal: bool,
+            feedback: torch.Tensor | None = None) -> torch.Tensor:
     """The full flat observation of every agent slot, (E, A, obs_dim) float32.
 
     One pure function of the state tensors (every argument (E, A) unless noted; scene (E,), rc_weights
-    (E, A, 3), candidates (E, A, M, 2)), so `torch.compile` can fuse it whole into a few loops that write
+    (E, A, 3), candidates (E, A, M, 2), feedback (E, A, 2)), so `torch.compile` can fuse it whole into a few loops that write
     the output once. Slots are filled whatever their role; the policy reads only its own."""
     E, A = x.shape
     c, s = torch.cos(heading), torch.sin(heading)
@@ -182,5 +191,5 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
     inv = 1.0 / grid.pos_scale
     road = road_features(grid.seg_table, road_cand, x * inv, y * inv, c, s, road_radius * inv, road_slots)
     ego = ego_features(goal_x, goal_y, x, y, c, s, speed, length, width, collided, offroad, accel, steer,
-                       max_accel, max_steer, rc_weights, candidates, hide_goal)
+                       max_accel, max_steer, rc_weights, candidates, hide_goal, feedback)
     return torch.cat([ego, par.reshape(E, A, -1), road.reshape(E, A, -1)], dim=-1)  # (E, A, obs_dim)

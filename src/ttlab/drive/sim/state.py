@@ -38,6 +38,9 @@ class SimState:
     stopped: torch.Tensor  # bool: frozen in place after a terminal event (stays collidable)
     collided: torch.Tensor  # bool: in collision after the last tick
     offroad: torch.Tensor  # bool: touching a road edge after the last tick
+    last_reward: torch.Tensor  # float: the ego's reward of the last tick (0 at trial and episode starts)
+    exit_flag: torch.Tensor  # float: +1 / -1 the ego reached the true / a wrong exit (during its report steps), else 0
+    report_left: torch.Tensor  # float: report steps the ego has left (exit feedback), else 0
 
     def blend(self, mask: torch.Tensor, other: SimState) -> SimState:
         """Take `other` where mask (E, A) is true, self elsewhere."""
@@ -127,7 +130,7 @@ class PoolView:
         return SimState(
             role=role, x=xyhv[..., 0], y=xyhv[..., 1], heading=xyhv[..., 2], speed=speed, accel=z, steer=z,
             length=self.length[scene], width=self.width[scene], goal_x=goal[..., 0], goal_y=goal[..., 1],
-            route_s=route_s, removed=f, stopped=f, collided=f, offroad=f,
+            route_s=route_s, removed=f, stopped=f, collided=f, offroad=f, last_reward=z, exit_flag=z, report_left=z,
         )
 
     def goal_ahead(self, scene: torch.Tensor, st: SimState, distance: float) -> tuple[torch.Tensor, ...]:

@@ -1,0 +1,188 @@
+"""The adaptation evidence: transformer (KV cache across trials) vs memoryless MLP on the hidden-exit benchmark.
+
+For each core and seed: PPO on `presets.hidden_exit` (M = 2 candidate exits, K = 2 trials, exit feedback)
+for the same agent-step budget, logging the per-trial goal rates of the training rollouts (the learning
+curve); then an evaluation on held-out scenes (`presets.HIDDEN_EXIT_HELD_OUT`, other seeds than training)
+of exactly `--eval-episodes` episodes per env, trial 1 paired with trial 0 in each episode
+(`adapt_eval.run_policy`). The scripted references (a driver with memory and the best memoryless one,
+`ttlab.drive.scripted`) are measured on the same held-out scenes.
+
+Writes benchmarks/results/drive_adapt.json and the learning-curve figure benchmarks/results/drive_adapt.png,
+and prints ONE JSON line last.
+
+    python benchmarks/drive_adapt.py                      # 3 seeds x {transformer, mlp}
+    python benchmarks/drive_adapt.py --seeds 1 --steps 300000 --cores transformer --out /tmp/x.json   # a probe
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+
+from ttlab.drive.adapt import held_out_env, train_hidden_exit
+from ttlab.drive.adapt_eval import run_policy
+from ttlab.drive.presets import HIDDEN_EXIT_HELD_OUT, hidden_exit
+from ttlab.drive.scripted import FixedChooser, MemoryChooser, pool_exit_routes, run_scripted
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _panel(draw, box, series, title: str, ylim: tuple[float, float], xmax: float) -> None:
+    """One line chart in `box` (x0, y0, x1, y1): series = [(xs, ys, rgb, dashed)]."""
+    x0, y0, x1, y1 = box
+    draw.rectangle(box, outline=(0, 0, 0))
+    draw.text((x0, y0 - 16), title, fill=(0, 0, 0))
+    lo, hi = ylim
+
+    def px(x, y):
+        return x0 + (x1 - x0) * x / max(xmax, 1e-9), y1 - (y1 - y0) * (min(max(y, lo), hi) - lo) / (hi - lo)
+
+    for v in (lo, (lo + hi) / 2, hi):
+        draw.text((x0 - 40, px(0, v)[1] - 6), f"{v:+.2f}" if lo < 0 else f"{v:.2f}", fill=(0, 0, 0))
+        draw.line([px(0, v), px(xmax, v)], fill=(225, 225, 225))
+    if lo < 0 < hi:
+        draw.line([px(0, 0), px(xmax, 0)], fill=(150, 150, 150))
+    draw.text((x1 - 120, y1 + 4), f"agent-steps (max {xmax / 1e3:.0f}K)", fill=(0, 0, 0))
+    for xs, ys, rgb, dashed in series:
+        pts = [px(x, y) for x, y in zip(xs, ys, strict=True) if y == y]
+        for i, (a, b) in enumerate(zip(pts, pts[1:], strict=False)):
+            if not dashed or i % 2 == 0:
+                draw.line([a, b], fill=rgb, width=2)
+
+
+def plot(runs: list[dict], path: Path) -> None:
+    """Learning curves of the training rollouts: goal rate per trial, and trial 1 - trial 0 (PIL, no matplotlib)."""
+    from PIL import Image, ImageDraw
+
+    img = Image.new("RGB", (1000, 380), (255, 255, 255))
+    draw = ImageDraw.Draw(img)
+    shades = {"transformer": [(31, 119, 180), (80, 160, 220), (20, 70, 130)],
+              "mlp": [(230, 120, 20), (250, 170, 80), (170, 80, 10)]}
+    g, d = [], []
+    xmax = max((c["agent_steps"] for r in runs for c in r["curve"]), default=1)
+    for r in runs:
+        rgb = shades.get(r["core"], [(0, 0, 0)] * 3)[r["seed"] % 3]
+        xs = [c["agent_steps"] for c in r["curve"]]
+        g0 = [c.get("trial_0_goal_rate", float("nan")) for c in r["curve"]]
+        g1 = [c.get("trial_1_goal_rate", float("nan")) for c in r["curve"]]
+        g += [(xs, g0, rgb, True), (xs, g1, rgb, False)]
+        d.append((xs, [b - a for a, b in zip(g0, g1, strict=True)], rgb, False))
+    _panel(draw, (50, 40, 480, 330), g, "goal rate, training rollouts: trial 0 dashed, trial 1 solid", (0.0, 1.0), xmax)
+    _panel(draw, (560, 40, 990, 330), d, "trial 1 - trial 0 goal rate", (-0.5, 1.0), xmax)
+    draw.text((50, 355), "blue: transformer (KV cache kept across trials)   orange: MLP (memoryless)   one line per seed",
+              fill=(0, 0, 0))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img.save(path)
+
+
+def run_one(core: str, seed: int, steps: int, eval_episodes: int, threads: int, t_start: float,
+            overrides: dict | None = None) -> dict:
+    """Train one (core, seed) and evaluate it on held-out scenes (paired trials)."""
+    torch.set_num_threads(threads)
+
+    def log(msg: str) -> None:
+        print(f"[{time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
+
+    log(f"train {core} seed {seed}")
+    policy, curve, facts = train_hidden_exit(core, seed, steps=steps, log=log, **(overrides or {}))
+    t0 = time.perf_counter()
+    ev = {k: round(v, 4) for k, v in run_policy(held_out_env(seed=100 + seed), policy, eval_episodes).items()}
+    facts["eval_wall_s"] = round(time.perf_counter() - t0, 1)
+    log(f"eval {core} seed {seed}: {ev}")
+    return {"core": core, "seed": seed, **facts, "eval": ev, "curve": curve}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=hidden_exit().total_agent_steps, help="agent-steps per run")
+    ap.add_argument("--cores", default="transformer,mlp")
+    ap.add_argument("--eval-episodes", type=int, default=8, help="episodes per held-out env (64 envs)")
+    ap.add_argument("--threads", type=int, default=2, help="torch threads with --jobs 1")
+    ap.add_argument("--set", nargs="*", default=[], help="preset overrides section.field=value (probes)")
+    ap.add_argument("--jobs", type=int, default=2, help="runs trained at once, one thread each")
+    ap.add_argument("--out", type=Path, default=RESULTS / "drive_adapt.json")
+    ap.add_argument("--png", type=Path, default=RESULTS / "drive_adapt.png")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    t_start, load0 = time.perf_counter(), os.getloadavg()
+
+    def log(msg: str) -> None:
+        print(f"[{time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
+
+    # scripted references on the held-out scenes (what the information structure allows)
+    env = held_out_env()
+    routes = pool_exit_routes(HIDDEN_EXIT_HELD_OUT)
+    scripted = {}
+    for name, ch in (("memory", MemoryChooser()), ("fixed_0", FixedChooser(0)), ("fixed_1", FixedChooser(1))):
+        scripted[name] = {k: round(v, 4) for k, v in run_scripted(env, routes, ch, args.eval_episodes).items()}
+        log(f"scripted {name}: {scripted[name]}")
+
+    overrides = dict(kv.split("=", 1) for kv in args.set)
+    jobs = [(core, seed) for core in args.cores.split(",") for seed in range(args.seeds)]
+    if args.jobs > 1:  # one process per run, each on one thread (the 2 cores are used by 2 runs at a time)
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(args.jobs) as pool:
+            runs = pool.starmap(run_one, [(c, s, args.steps, args.eval_episodes, 1, t_start, overrides) for c, s in jobs])
+    else:
+        runs = [run_one(c, s, args.steps, args.eval_episodes, args.threads, t_start, overrides) for c, s in jobs]
+
+    def agg(core: str, key: str) -> list[float]:
+        return [r["eval"][key] for r in runs if r["core"] == core]
+
+    summary = {}
+    for core in args.cores.split(","):
+        d = agg(core, "ada_delta_trial_1_minus_0")
+        summary[core] = {"delta_goal_rate_mean": round(sum(d) / len(d), 4), "delta_goal_rate_per_seed": d,
+                         "trial_0_goal_rate": agg(core, "trial_0_goal_rate"),
+                         "trial_1_goal_rate": agg(core, "trial_1_goal_rate"),
+                         "trial_0_exit_rate": agg(core, "trial_0_exit_rate"),
+                         "trial_1_exit_rate": agg(core, "trial_1_exit_rate")}
+    tr, ml = summary.get("transformer"), summary.get("mlp")
+    targets = {}
+    if tr:
+        targets["transformer_mean_delta_ge_0.3"] = tr["delta_goal_rate_mean"] >= 0.3
+        targets["transformer_every_seed_ge_0.2"] = all(x >= 0.2 for x in tr["delta_goal_rate_per_seed"])
+    if ml:
+        targets["mlp_abs_delta_le_0.05"] = abs(ml["delta_goal_rate_mean"]) <= 0.05
+    cfg = hidden_exit()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        commit = "unknown"
+    result = {
+        "benchmark": "drive_adapt", "commit": commit, "nproc": os.cpu_count(), "jobs": args.jobs,
+        "torch_threads": 1 if args.jobs > 1 else args.threads,
+        "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "wall_s": round(time.perf_counter() - t_start, 1),
+        "config": {"scenarios": cfg.scenarios, "held_out": HIDDEN_EXIT_HELD_OUT, "M": 2, "K": cfg.env.k_trials,
+                   "trial_length": cfg.env.trial_length, "num_envs": cfg.env.num_envs,
+                   "agent_steps_per_run": runs[0]["agent_steps"] if runs else 0, "seeds": args.seeds,
+                   "eval_episodes_per_env": args.eval_episodes, "eval_envs": 64},
+        "overrides": overrides, "summary": summary, "targets": targets, "scripted_held_out": scripted,
+        "runs": runs,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for r in runs:  # the curve keeps the per-trial rates only (the file stays small)
+        r["curve"] = [{k: v for k, v in c.items() if k in ("update", "agent_steps", "wall_s")
+                       or (k.startswith("trial_") and k.endswith(("goal_rate", "exit_rate")))} for c in r["curve"]]
+    args.out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
+    plot(runs, args.png)
+    line = {"benchmark": "drive_adapt", "wall_s": result["wall_s"], "commit": commit[:10],
+            "loadavg_start": result["loadavg_start"], **{f"{c}_{k}": v for c, s in summary.items() for k, v in s.items()
+                                                         if k in ("delta_goal_rate_mean", "delta_goal_rate_per_seed")},
+            "scripted_memory_delta": scripted["memory"]["ada_delta_trial_1_minus_0"], "targets": targets}
+    print(json.dumps(line))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

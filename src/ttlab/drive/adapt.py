@@ -1,0 +1,75 @@
+"""Train and evaluate on the hidden-exit adaptation benchmark (`presets.hidden_exit`): shared by
+`benchmarks/drive_adapt.py` and the `drive` demo stage.
+
+    policy, curve, facts = train_hidden_exit("transformer", seed=0, steps=1_500_000)   # or seconds=180
+    out = run_policy(held_out_env(), policy, episodes=8)   # paired per-trial goal / exit / wrong-exit rates
+
+The loop is the trainer's (Rollout -> ppo_update), without run directories, so a benchmark can log the
+per-trial goal rates of every update's rollouts as its learning curve.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ttlab.drive.policy import build_policy
+from ttlab.drive.ppo import ppo_update
+from ttlab.drive.presets import HIDDEN_EXIT_HELD_OUT, hidden_exit
+from ttlab.drive.rollout import Rollout
+from ttlab.drive.sim.env import DriveEnv
+from ttlab.drive.train import env_horizon, make_env
+
+
+def train_hidden_exit(core: str, seed: int, steps: int | None = None, seconds: float | None = None,
+                      log=None, num_envs: int | None = None, **overrides) -> tuple[torch.nn.Module, list[dict], dict]:
+    """PPO on `presets.hidden_exit(core)` for `steps` agent-steps (rounded up to whole updates) or until
+    `seconds` of wall time have passed (checked between updates). Returns (policy in eval mode, learning
+    curve: one dict per update with the rollouts' per-trial metrics, run facts)."""
+    if (steps is None) == (seconds is None):
+        raise ValueError("train_hidden_exit: give exactly one of steps= or seconds=")
+    cfg = hidden_exit(core)
+    if num_envs is not None:
+        cfg.env.num_envs = num_envs
+    for key, value in overrides.items():
+        section, _, name = key.partition(".")
+        obj = getattr(cfg, section, None)
+        if obj is None or not hasattr(obj, name):
+            raise ValueError(f"train_hidden_exit: unknown override {key!r} (use section.field, e.g. ppo.lr)")
+        setattr(obj, name, type(getattr(obj, name))(value))
+    torch.manual_seed(seed)
+    env = make_env(cfg.env, cfg.scenarios, torch.device("cpu"), seed)
+    policy = build_policy(cfg.policy, env.layout, env.num_actions, False, horizon=env_horizon(env))
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.ppo.lr, eps=1e-5)
+    ro = Rollout(env, policy, cfg.rollout_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda)
+    per_update = ro.N * cfg.rollout_steps
+    updates = -(-steps // per_update) if steps is not None else None
+    curve: list[dict] = []
+    t0 = time.perf_counter()
+    u = 0
+    while (u < updates) if updates is not None else (time.perf_counter() - t0 < seconds):
+        u += 1
+        policy.eval()
+        batch = ro.collect()
+        policy.train()
+        ppo_update(policy, opt, batch, cfg.ppo)
+        m = env.metrics()  # one host sync per update
+        row = {"update": u, "agent_steps": u * per_update, "wall_s": round(time.perf_counter() - t0, 1)}
+        row.update({k: round(float(v), 4) for k, v in m.items()
+                    if k.startswith(("trial_", "n_trials")) or k == "ada_delta_trial_1_minus_0"})
+        curve.append(row)
+        if log is not None and (u % 10 == 0 or u == updates):
+            log(f"  {core} seed {seed} update {u}{'/' + str(updates) if updates else ''} {row['wall_s']:.0f}s "
+                f"goal t0 {row.get('trial_0_goal_rate', 0):.3f} t1 {row.get('trial_1_goal_rate', 0):.3f} "
+                f"exit t0 {row.get('trial_0_exit_rate', 0):.3f}")
+    facts = {"updates": u, "agent_steps": u * per_update, "train_wall_s": round(time.perf_counter() - t0, 1),
+             "params": sum(p.numel() for p in policy.parameters())}
+    return policy.eval(), curve, facts
+
+
+def held_out_env(seed: int = 0, num_envs: int = 64) -> DriveEnv:
+    """The benchmark's env on held-out scenes (`presets.HIDDEN_EXIT_HELD_OUT`: other seeds than training)."""
+    cfg = hidden_exit()
+    cfg.env.num_envs = num_envs
+    return make_env(cfg.env, HIDDEN_EXIT_HELD_OUT, torch.device("cpu"), seed)
