@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from ttlab.discover.llm import models
-from ttlab.discover.llm.corpus import LOOPS, sample_program
+from ttlab.discover.llm.corpus import LOOPS, PROGRAM_HEAD, sample_program
 from ttlab.discover.llm.policy import LLMPolicy, PolicyConfig
 from ttlab.discover.llm.tiny import make_tiny_model
 from ttlab.discover.llm.warmstart import WarmStartConfig, sft_examples, warm_start
-from ttlab.discover.prompts import PromptState, build_compact_prompt, extract_code
+from ttlab.discover.prompts import PromptState, answer_prefix, build_compact_prompt, extract_code
 from ttlab.discover.tasks import get_task
 
 
@@ -79,13 +79,16 @@ def test_sft_examples_are_in_the_trainer_prompt_format_and_extractable():
     data = sft_examples(WarmStartConfig(groups=6, per_group=2, seed=0))
     assert len(data) == 6 and all(len(c) == 2 for _, c in data)
     task = get_task("erdos")
-    roots = [p for p, _ in data if "return h\n```" in p and "rng" not in p]
+    roots = [p for p, _ in data if "dtype=float)\n    return h\n```" in p]
     assert roots, "some prompts show the root (identity) program"
     assert data[0][0].startswith(build_compact_prompt(task, PromptState(code="", score=0.4)).split("\n")[0])
+    prefix = answer_prefix(task)
     for _, comps in data:
         for c in comps:
-            code = extract_code(c)
-            assert code is not None and "def solve(parent, budget_s, seed)" in code
+            assert "def solve" not in c  # the head is given as the answer's prefix
+            code = extract_code(prefix + c)  # what the trainer runs
+            assert code is not None and code.startswith(PROGRAM_HEAD)
+            ast.parse(code)
     with pytest.raises(ValueError, match="erdos"):
         sft_examples(WarmStartConfig(), "ac1")
 
@@ -94,10 +97,13 @@ def test_warm_start_lowers_the_sft_loss_and_is_cached(tmp_path, monkeypatch, tin
     monkeypatch.setenv("TTLAB_CACHE", str(tmp_path / "cache"))
     torch.manual_seed(0)
     cfg = WarmStartConfig(groups=6, per_group=2, epochs=2, lr=3e-3, seed=0)
-    pol = LLMPolicy(PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8), torch.device("cpu"))
+    pol = LLMPolicy(PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8, answer_prefix="```python\n"),
+                    torch.device("cpu"))
+    assert pol.encode("x")[-10:].tolist() == pol.tokenizer("```python\n")["input_ids"][-10:]
     info = warm_start(pol, cfg, log=lambda *_: None)
     assert not info["cached"] and info["loss_last"] < info["loss_first"]
-    pol2 = LLMPolicy(PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8), torch.device("cpu"))
+    pol2 = LLMPolicy(PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8, answer_prefix="```python\n"),
+                     torch.device("cpu"))
     info2 = warm_start(pol2, cfg, log=lambda *_: None)
     assert info2["cached"]
     a, b = pol.adapter_state(), pol2.adapter_state()

@@ -96,11 +96,25 @@ SHORT_STATEMENTS = {
 }
 
 
+ANSWER_HEAD = ("import time\n"
+               "import numpy as np\n\n\n"
+               "def solve(parent, budget_s, seed):\n"
+               "    rng = np.random.default_rng(seed)\n"
+               "    h = np.array(parent, dtype=float)\n")
+"""Compact format: the answer starts with these lines (given to the model after the chat template's
+assistant turn opens); the model writes the rest of `solve` - transforms, search loop, return."""
+
+
+def answer_prefix(task: Task) -> str:
+    """The text the assistant's answer starts with in the compact format (the model continues it)."""
+    del task
+    return "```python\n" + ANSWER_HEAD
+
+
 def root_program(task: Task) -> str:
     """The program shown for a tree root (a construction no program wrote): return the parent unchanged."""
     del task
-    return ("import numpy as np\n\n\ndef solve(parent, budget_s, seed):\n"
-            "    h = np.array(parent, dtype=float)\n    return h\n")
+    return ANSWER_HEAD + "    return h\n"
 
 
 def build_compact_prompt(task: Task, state: PromptState, max_code_lines: int = 40) -> str:
@@ -116,3 +130,4 @@ def build_compact_prompt(task: Task, state: PromptState, max_code_lines: int = 4
 
 
 PROMPT_FORMATS = {"full": build_prompt, "compact": build_compact_prompt}
+ANSWER_PREFIXES = {"full": lambda task: "", "compact": answer_prefix}

@@ -6,7 +6,7 @@ warm-start corpus keeps their ideas (mass-preserving moves with first-improvemen
 acceptance, a smooth-max gradient step with projection back to sum n/2, up-sampling and smoothing of the
 parent) as short programs (~100-250 tokens) composed from parts:
 
-    header (imports, rng, copy of the parent)  +  0-2 pre-transforms (upsample / smooth / symmetrise)
+    PROGRAM_HEAD (imports, rng, copy of the parent)  +  0-2 pre-transforms (upsample / smooth / symmetrise)
     +  one search loop (pair move / block move / annealing / window noise / smooth-max gradient)
     +  return
 
@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-C5_FN = ("    def c5(x):\n"
-         "        return np.max(np.correlate(x, 1 - x, \"full\")) * 2 / x.size\n")
+C5_FN = "    c5 = lambda x: np.max(np.correlate(x, 1 - x, \"full\"))\n"
 
 PRE = {
     "upsample": "    h = np.repeat(h, 2)\n",
@@ -100,10 +99,18 @@ LOOPS = {
 }
 
 HEADS = {
-    "time": ("    t0 = time.time()\n"
-             "    while time.time() - t0 < {frac} * budget_s:\n"),
+    "time": ("    end = time.time() + {frac} * budget_s\n"
+             "    while time.time() < end:\n"),
     "iters": "    for _ in range({iters}):\n",
 }
+
+
+PROGRAM_HEAD = ("import time\n"
+                "import numpy as np\n\n\n"
+                "def solve(parent, budget_s, seed):\n"
+                "    rng = np.random.default_rng(seed)\n"
+                "    h = np.array(parent, dtype=float)\n")
+"""The first lines every grammar program shares; the compact format gives them as the answer's prefix."""
 
 
 def _logu(rng: np.random.Generator, lo: float, hi: float) -> float:
@@ -128,9 +135,7 @@ def sample_program(rng: np.random.Generator, family: str | None = None) -> tuple
     if loop == "gradient":
         s["iters"] = int(_logu(rng, 50, 800))
     body = LOOPS[loop].replace("{head}", HEADS[head])
-    lines = ["import time\n" if head == "time" else "", "import numpy as np\n", "\n", "\n",
-             "def solve(parent, budget_s, seed):\n", "    rng = np.random.default_rng(seed)\n",
-             "    h = np.array(parent, dtype=float)\n"]
+    lines = [PROGRAM_HEAD]
     lines += [PRE[p] for p in pre]
     if pre:
         lines.append("    h = np.clip(h, 0, 1)\n")

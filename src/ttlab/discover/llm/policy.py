@@ -51,6 +51,9 @@ class PolicyConfig:
     """Prompts per HF `generate` call."""
     backend: str = "auto"
     """Generation backend: 'hf', 'vllm', or 'auto' (vLLM when importable and on CUDA)."""
+    answer_prefix: str = ""
+    """Text the answer starts with (appended after the chat template's generation prompt); the model
+    continues it, and a completion's text does not repeat it."""
     prefix_cache: bool = True
     """HF backend: one prefill per distinct prompt, its KV cache expanded to that prompt's rollouts (in
     generation and in the learn phase); finished rows leave the decode batch."""
@@ -197,7 +200,7 @@ class LLMPolicy:
         return text
 
     def encode(self, text: str) -> torch.Tensor:
-        ids = self.tokenizer(self.format_prompt(text), add_special_tokens=False)["input_ids"]
+        ids = self.tokenizer(self.format_prompt(text) + self.cfg.answer_prefix, add_special_tokens=False)["input_ids"]
         return torch.tensor(ids, dtype=torch.long)  # (P,)
 
     # ---- generation ----------------------------------------------------------------------------

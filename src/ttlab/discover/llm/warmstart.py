@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ttlab.discover.llm.corpus import mutate_program, sample_program
+from ttlab.discover.llm.corpus import PROGRAM_HEAD, mutate_program, sample_program
 from ttlab.discover.llm.models import cache_root
 from ttlab.discover.llm.policy import LLMPolicy
 from ttlab.discover.prompts import PromptState, build_compact_prompt
@@ -69,14 +69,20 @@ def sft_examples(cfg: WarmStartConfig, task_name: str = "erdos") -> list[tuple[s
         for _ in range(cfg.per_group):
             code, _ = (mutate_program(rng, recipe) if recipe is not None and rng.random() < 0.5
                        else sample_program(rng))
-            comps.append("```python\n" + code + "```")
+            assert code.startswith(PROGRAM_HEAD)
+            comps.append(code[len(PROGRAM_HEAD):] + "```")  # the answer prefix (fence + head) is given
         out.append((prompt, comps))
     return out
 
 
 def digest(cfg: WarmStartConfig, policy: LLMPolicy) -> str:
+    import inspect
+
+    from ttlab.discover.llm import corpus
+
     key = json.dumps({"cfg": asdict(cfg), "model": str(policy.path), "rank": policy.cfg.lora_rank,
-                      "alpha": policy.cfg.lora_alpha, "targets": policy.cfg.target_modules, "v": 1}, sort_keys=True)
+                      "alpha": policy.cfg.lora_alpha, "targets": policy.cfg.target_modules,
+                      "prefix": policy.cfg.answer_prefix, "corpus": inspect.getsource(corpus)}, sort_keys=True)
     return hashlib.sha1(key.encode()).hexdigest()[:12]
 
 
