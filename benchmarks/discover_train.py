@@ -2,7 +2,8 @@
 
 `--model smollm2-135m` (or any --model): the real model with the `cpu_smollm2` preset (warm start loaded
 from its cache or trained first, 2 states x 8 rollouts, prompt caching, 1 torch thread), real code
-extraction; reports the first step (the warm-started model) and its time split. Without --model:
+extraction, --states x --rollouts (default 2 x 8 = 16) per step; reports the first step (the warm-started
+model) and its time split. Without --model:
 CPU: the tiny 2-layer model. CUDA (when present): the tiny model and a 0.5B-sized Qwen2 body (24 layers,
 hidden 896, byte vocabulary, random weights) in bf16. Real sandbox pool, real Erdős verifier; a random
 model writes no code, so completions are mapped to deterministic edit programs (as in the tests) so that
@@ -65,6 +66,8 @@ def bench(model_dir: Path, device: str, args, root: Path, name: str) -> dict:
 def bench_real(args, root: Path) -> dict:
     cfg = cpu_smollm2()
     cfg.model, cfg.root, cfg.run_name, cfg.steps = args.model, str(root), "real", args.steps
+    cfg.states_per_step, cfg.rollouts_per_state = args.states, args.rollouts  # default 2 x 8 = 16 rollouts
+    cfg.gen_batch_size = cfg.micro_batch = args.rollouts
     tr = trainer_mod.Trainer(cfg, log=lambda *_: None)
     try:
         ms = [tr.step() for _ in range(args.steps)]

