@@ -93,8 +93,46 @@ def summary(rows: list[dict]) -> dict:
             "step_s_mean": mean("time/step_s", slice(0, None))}
 
 
+def plot_pil(res: dict, path: Path) -> None:
+    """The same three panels drawn with PIL (matplotlib is not a ttlab dependency)."""
+    from PIL import Image, ImageDraw
+
+    W, H, pad = 420, 300, 40
+    img = Image.new("RGB", (3 * W, H + 30), "white")
+    d = ImageDraw.Draw(img)
+    d.text((10, 5), f"TTT-Discover SmolLM2-135M Erdos, {res['rollouts_per_step']} rollouts/step, lr {res['lr']}: "
+           "trained (blue) vs frozen (orange)", fill="black")
+    keys = (("valid_rate", "valid rate"), ("reward_mean", "mean reward (1/C5, invalid 0)"),
+            ("tree/best_score", "best C5 so far"))
+    for p, (key, title) in enumerate(keys):
+        x0, y0 = p * W + pad, 30 + pad
+        w, h = W - 2 * pad, H - 2 * pad
+        series = {arm: [(r["step"], r[key]) for r in a.get("steps", []) if r.get(key) is not None]
+                  for arm, a in res["arms"].items()}
+        ys = [y for v in series.values() for _, y in v] or [0.0, 1.0]
+        lo, hi = min(ys), max(ys)
+        hi = hi if hi > lo else lo + 1.0
+        n = max((x for v in series.values() for x, _ in v), default=1)
+        d.rectangle([x0, y0, x0 + w, y0 + h], outline="gray")
+        d.text((x0, y0 - 14), title, fill="black")
+        d.text((x0 - 38, y0), f"{hi:.4g}", fill="black")
+        d.text((x0 - 38, y0 + h - 10), f"{lo:.4g}", fill="black")
+        d.text((x0 + w - 40, y0 + h + 4), f"step {n}", fill="black")
+        for arm, color in (("trained", (31, 119, 180)), ("frozen", (255, 127, 14))):
+            pts = [(x0 + w * (x - 1) / max(1, n - 1), y0 + h * (1 - (y - lo) / (hi - lo))) for x, y in series.get(arm, [])]
+            if len(pts) > 1:
+                d.line(pts, fill=color, width=2)
+            for q in pts:
+                d.ellipse([q[0] - 3, q[1] - 3, q[0] + 3, q[1] + 3], fill=color)
+    img.save(path)
+
+
 def plot(res: dict, path: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        plot_pil(res, path)
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -129,9 +167,13 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "discover_ttt.json"))
     ap.add_argument("--png", default=str(ROOT / "benchmarks" / "results" / "discover_ttt.png"))
     ap.add_argument("--arms", default="trained,frozen", help="comma-separated subset of trained,frozen")
+    ap.add_argument("--plot-only", default="", help="redraw the PNG of an existing result JSON and exit")
     ap.add_argument("--arm", default="", help=argparse.SUPPRESS)
     ap.add_argument("--arm-out", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.plot_only:
+        plot(json.loads(Path(args.plot_only).read_text()), Path(args.png))
+        return
     if args.arm:
         run_arm(args)
         return
