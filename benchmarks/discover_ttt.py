@@ -67,7 +67,6 @@ def warm(args) -> dict:
     from ttlab.discover.llm.policy import LLMPolicy
     from ttlab.discover.llm.trainer import policy_config
     from ttlab.discover.llm.warmstart import WarmStartConfig, warm_start
-
     from ttlab.discover.prompts import ANSWER_PREFIXES
     from ttlab.discover.tasks import get_task
 

@@ -495,9 +495,8 @@ def train(cfg: TrainConfig, log=print) -> dict[str, float]:
 def main_train(argv: list[str]) -> int:
     """`ttlab discover train --task erdos --model PATH --preset NAME [...]`."""
     from ttlab.common.config import parse_config
-    from ttlab.discover.llm.presets import PRESETS
-
     from ttlab.discover.llm.models import resolve_model
+    from ttlab.discover.llm.presets import PRESETS
 
     cfg = parse_config(TrainConfig, PRESETS, argv=argv, prog="ttlab discover train")
     try:

@@ -21,7 +21,6 @@ import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
