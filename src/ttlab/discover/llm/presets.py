@@ -23,7 +23,7 @@ def cpu_smollm2() -> TrainConfig:
     prompt forward, shared), learning rate sized for ~10 steps, no KL (the adapter-off model is the raw
     model, not the warm start)."""
     return TrainConfig(steps=10, states_per_step=1, rollouts_per_state=8, max_new_tokens=288, gen_batch_size=8,
-                       micro_batch=8, lora_rank=16, lora_alpha=32, lr=1e-3, kl_coef=0.0, temperature=0.5,
+                       micro_batch=8, lora_rank=16, lora_alpha=32, lr=1e-4, kl_coef=0.0, temperature=0.5,
                        workers=2, program_budget_s=2.0, grace_s=5.0, init_states=2, device="cpu", backend="hf",
                        memory_mb=2048, warm_start=True, warm_groups=40, warm_per_group=4, warm_lr=3e-3, threads=1)
 
