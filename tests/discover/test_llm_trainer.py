@@ -136,3 +136,39 @@ def test_a_torn_checkpoint_is_never_loaded(tiny_dir, tmp_path, patched):
         assert np.isfinite(b.tree.best().reward)
     finally:
         b.close()
+
+
+def test_frozen_arm_samples_and_verifies_but_never_updates(tiny_dir, tmp_path, patched):
+    tr = Trainer(cfg_for(tiny_dir, tmp_path, "fz", frozen=True), log=lambda *_: None)
+    try:
+        before = tr.policy.adapter_state()
+        m = tr.step()
+        after = tr.policy.adapter_state()
+    finally:
+        tr.close()
+    assert m["rollout/valid_rate"] > 0 and m["learn/samples"] == 0
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    for k in ("rollout/parse_rate", "tree/best_score", "rollout/completion_tokens_mean"):
+        assert k in m
+
+
+def test_advantages_are_clipped_at_the_call_site(tiny_dir, tmp_path, patched, monkeypatch):
+    """Guard for the entropic blow-up (two valid rewards per group give ~1e13) until advantages.py is fixed."""
+    seen = {}
+    real = trainer_mod.learn
+
+    def huge(rewards, valid, group_ids, method="entropic"):
+        return np.where(valid, 1e13, -1.0), np.ones(len(group_ids), dtype=bool)
+
+    def spy(policy, opt, gens, adv, keep, cfg):
+        seen["adv"] = adv.copy()
+        return real(policy, opt, gens, adv, keep, cfg)
+
+    monkeypatch.setattr(trainer_mod, "group_advantages", huge)
+    monkeypatch.setattr(trainer_mod, "learn", spy)
+    tr = Trainer(cfg_for(tiny_dir, tmp_path, "clip", adv_clip=5.0), log=lambda *_: None)
+    try:
+        m = tr.step()
+    finally:
+        tr.close()
+    assert np.abs(seen["adv"]).max() <= 5.0 and m["adv/abs_max_raw"] == pytest.approx(1e13)

@@ -143,7 +143,7 @@ COMMANDS: dict = {
     "verify": (cmd_verify, "verify a construction file (every score recomputed; --claim for an exact record check)"),
     "search": (cmd_search, "PUCT discovery search with the offline program library or an HTTP LLM server (--proposer, --budget, --resume)"),
     "polish": (cmd_polish, "improve a given construction with a sandboxed optimiser, every round re-verified (--budget, --upsample, --claim)"),
-    "train": (cmd_train, "test-time training of an LLM (LoRA, entropic GRPO) on a task (--model PATH, --resume)"),
+    "train": (cmd_train, "test-time training of an LLM (LoRA, entropic GRPO) on a task (--model smollm2-135m | HF dir | .gguf, --preset cpu_smollm2, --resume)"),
 }
 
 

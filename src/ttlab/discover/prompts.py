@@ -87,3 +87,47 @@ def extract_code(text: str | None) -> str | None:
     if not blocks and "def " in text and _parses(text):
         return text.strip() + "\n"
     return None
+
+
+# ---- the compact prompt (small models, CPU) ---------------------------------------------------------
+SHORT_STATEMENTS = {
+    "erdos": ("Erdős minimum overlap: find h, a numpy array of n floats in [0, 1] with sum(h) = n / 2, "
+              "minimising C5 = max(np.correlate(h, 1 - h, \"full\")) * 2 / n. Lower is better."),
+}
+
+
+ANSWER_HEAD = ("import time\n"
+               "import numpy as np\n\n\n"
+               "def solve(parent, budget_s, seed):\n"
+               "    rng = np.random.default_rng(seed)\n"
+               "    h = np.array(parent, dtype=float)\n")
+"""Compact format: the answer starts with these lines (given to the model after the chat template's
+assistant turn opens); the model writes the rest of `solve` - transforms, search loop, return."""
+
+
+def answer_prefix(task: Task) -> str:
+    """The text the assistant's answer starts with in the compact format (the model continues it)."""
+    del task
+    return "```python\n" + ANSWER_HEAD
+
+
+def root_program(task: Task) -> str:
+    """The program shown for a tree root (a construction no program wrote): return the parent unchanged."""
+    del task
+    return ANSWER_HEAD + "    return h\n"
+
+
+def build_compact_prompt(task: Task, state: PromptState, max_code_lines: int = 40) -> str:
+    """A short prompt (~100 tokens + the parent program) for small models: one-paragraph problem, the
+    parent's program and score, one instruction. Roots show `root_program` (the identity)."""
+    statement = SHORT_STATEMENTS.get(task.name) or task.problem_statement().split("\n\n")[0]
+    code = state.code.strip() or root_program(task).strip()
+    score = "n/a" if state.score is None else f"{state.score:.6g}"
+    return (f"{statement}\n\nCurrent program (score {score}):\n```python\n"
+            f"{head_tail(code, max_code_lines, max_code_lines // 2)}\n```\n\n"
+            "Write a new solve(parent, budget_s, seed) that improves the parent h within budget_s seconds "
+            "and returns the new h. Answer with one ```python block.")
+
+
+PROMPT_FORMATS = {"full": build_prompt, "compact": build_compact_prompt}
+ANSWER_PREFIXES = {"full": lambda task: "", "compact": answer_prefix}

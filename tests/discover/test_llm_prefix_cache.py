@@ -1,0 +1,52 @@
+"""Prompt caching: one prefill per prompt, expanded to its rollouts, in generation and in the learn phase."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ttlab.discover.llm.policy import LLMPolicy, PolicyConfig, _runs, collate
+from ttlab.discover.llm.tiny import make_tiny_model
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory):
+    d = make_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+    torch.manual_seed(0)
+    pol = LLMPolicy(PolicyConfig(model=str(d), max_new_tokens=16, gen_batch_size=8, lora_rank=4, temperature=0.9),
+                    torch.device("cpu"))
+    for n, p in pol.model.named_parameters():
+        if "lora_B" in n:
+            torch.nn.init.normal_(p, std=0.05)  # a non-trivial adapter (B = 0 at init)
+    return pol
+
+
+def test_runs_of_equal_prompts():
+    assert _runs(["a", "a", "b", "a"]) == [(0, 2), (2, 1), (3, 1)]
+    assert _runs([]) == []
+
+
+def test_cached_sampler_logprobs_match_the_padded_recompute(policy):
+    gens = policy.generate(["abc"] * 5 + ["longer prompt"] * 3)
+    assert len(gens) == 8 and all(0 < g.completion_ids.numel() <= 16 for g in gens)
+    assert all(g.prompt_ids.numel() == gens[0].prompt_ids.numel() for g in gens[:5])
+    batch = collate(gens, policy.tokenizer.pad_token_id, policy.device)
+    with torch.no_grad():
+        lp = policy.logprobs(batch)
+    m = batch["mask"]
+    assert torch.allclose(lp * m, batch["sampler_logp"] * m, atol=1e-4)  # importance ratio 1 on-policy
+
+
+def test_group_logprobs_and_gradient_equal_the_per_row_computation(policy):
+    gens = policy.generate(["shared prompt"] * 4)
+    comps = [g.completion_ids for g in gens]
+    params = policy.trainable_parameters()
+    lp, mask = policy.group_logprobs(gens[0].prompt_ids, comps)  # one prompt forward
+    g1 = torch.autograd.grad(lp.sum(), params)
+    batch = collate(gens, policy.tokenizer.pad_token_id, policy.device)
+    ref = policy.logprobs(batch) * batch["mask"]  # every row re-reads the prompt
+    g2 = torch.autograd.grad(ref.sum(), params)
+    assert torch.allclose(lp, ref[:, : lp.shape[1]], atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(g1, g2, strict=True))
+    base, _ = policy.group_logprobs(gens[0].prompt_ids, comps, adapter=False)
+    assert not base.requires_grad and not torch.allclose(base, lp.detach())
