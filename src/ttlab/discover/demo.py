@@ -50,6 +50,15 @@ def ttt_line(out_dir: Path) -> str:
     from ttlab.discover.llm.presets import cpu_smollm2
     from ttlab.discover.llm.trainer import train
 
+    import os
+
+    from ttlab.discover.llm.models import cache_root
+
+    cached = any((cache_root() / "warmstart").glob("*/adapter.safetensors"))
+    if not cached and os.environ.get("TTLAB_DEMO_TTT") != "1":
+        return ("- TTT with SmolLM2-135M: skipped, the warm-start adapter is not cached yet (it takes about 20 CPU "
+                "minutes once, more than the demo's budget): run `ttlab discover train --preset cpu_smollm2 "
+                "--steps 1` once, or set TTLAB_DEMO_TTT=1 to train it inside the demo")
     cfg = cpu_smollm2()
     cfg.steps, cfg.states_per_step, cfg.rollouts_per_state, cfg.gen_batch_size = 2, 1, 4, 4
     cfg.root, cfg.run_name = str(out_dir.parent), "ttt_smollm2"
