@@ -46,4 +46,5 @@ def test_every_library_program_improves_its_task_quickly():
             exec(compile(src, name, "exec"), g)
             res = task.verify(g["solve"](x0, 0.6, 0))
             assert res.valid, (task_name, name, res.message)
-            assert task.better(res.score, s0) or res.score == s0, (task_name, name)
+            # improves, or holds to float precision (an LP re-solve of an optimum can land 1e-11 below it)
+            assert task.better(res.score, s0) or abs(res.score - s0) <= 1e-9 * max(1.0, abs(s0)), (task_name, name)
