@@ -47,12 +47,11 @@ def run(out_dir: Path, device: str = "cpu") -> str:
 
 def ttt_line(out_dir: Path) -> str:
     """2 TTT steps of SmolLM2-135M (1 state x 4 rollouts each) with the cpu_smollm2 preset's warm start."""
-    from ttlab.discover.llm.presets import cpu_smollm2
-    from ttlab.discover.llm.trainer import train
-
     import os
 
     from ttlab.discover.llm.models import cache_root
+    from ttlab.discover.llm.presets import cpu_smollm2
+    from ttlab.discover.llm.trainer import train
 
     cached = any((cache_root() / "warmstart").glob("*/adapter.safetensors"))
     if not cached and os.environ.get("TTLAB_DEMO_TTT") != "1":
