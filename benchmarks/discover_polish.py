@@ -1,6 +1,6 @@
 """Polish the published Erdős record construction under the search's rules; prints one JSON line last.
 
-    python benchmarks/discover_polish.py [--budget 4m] [--upsample 1] [--out benchmarks/results/erdos_polish.json]
+    python benchmarks/discover_polish.py [--budget 4m] [--upsample 1] [--program minimax|lse] [--out benchmarks/results/erdos_polish.json]
 
 Runs `ttlab discover polish erdos ../shared/data/erdos_reference.json` (the TTT-Discover 600-piece record by
 default): the minimax SLP program in the sandbox, every round re-verified, the final construction checked in
@@ -29,12 +29,13 @@ def main() -> None:
     ap.add_argument("--budget", default="4m")
     ap.add_argument("--round-s", type=float, default=60.0)
     ap.add_argument("--upsample", type=int, default=1)
+    ap.add_argument("--program", default="minimax", help="library program: minimax (exact SLP) or lse (smoothed)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "erdos_polish.json"))
     a = ap.parse_args()
     load0 = os.getloadavg()
     t0 = time.time()
     cfg = PolishConfig(task="erdos", file=Path(a.ref), name=a.name, budget=a.budget, round_s=a.round_s,
-                       upsample=a.upsample, out=Path(a.out), claim=str(RECORD))
+                       upsample=a.upsample, out=Path(a.out), claim=str(RECORD), program=a.program)
     rec = run_polish(cfg)
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -43,7 +44,8 @@ def main() -> None:
     machine = {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                "load_end": [round(x, 2) for x in os.getloadavg()]}
     rec.update({"commit": rev, "machine": machine, "wall_s": round(time.time() - t0, 1),
-                "command": f"python benchmarks/discover_polish.py --budget {a.budget} --upsample {a.upsample}"})
+                "command": f"python benchmarks/discover_polish.py --budget {a.budget} --upsample {a.upsample} "
+                           f"--program {a.program} --out {Path(a.out).name}"})
     Path(a.out).write_text(json.dumps(rec) + "\n")
     ex = rec["exact"]
     print(json.dumps({"benchmark": "discover_polish", "start": rec["start"], "n": rec["n"],

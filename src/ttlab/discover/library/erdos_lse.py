@@ -1,0 +1,96 @@
+"""Erdős minimum overlap: smoothed minimax by L-BFGS-B with temperature continuation.
+
+C5(h) = max_m c_m(h) is replaced by the soft maximum tau * logsumexp(c / tau) and minimised over the box
+0 <= h <= 1 (L-BFGS-B bounds), with a quadratic penalty keeping sum h near n/2; the final h is rescaled
+to sum n/2 exactly and scored by the true C5. tau is lowered in stages, each stage warm-started from the
+last, so the soft maximum approaches the true one. Where the exact LP step (the `minimax` program) stalls
+because hundreds of lags are active at once (its LP grows dense as n grows), the smoothed problem costs
+two correlations per gradient, O(n^2), at any n, and keeps descending.
+
+Gradient of L = sum_m w_m c_m (w = softmax(c / tau)), with k = m - (n - 1):
+    dL/dh_j = (2/n) (sum_k w_k (1 - h)_{j-k} - sum_k w_k h_{j+k})
+            = (2/n) (convolve(w, 1 - h)[j + n - 1] - correlate(h, w)[j + n - 1]).
+"""
+import time
+
+import numpy as np
+from scipy.optimize import minimize
+
+SETTINGS = {"tau0": 1e-06, "tau0_choices": [1e-05, 1e-06, 1e-06, 1e-07], "stages": 6, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30}
+
+
+def corr(h):
+    n = h.size
+    return np.correlate(h, 1.0 - h, "full") * 2.0 / n
+
+
+def normalise(h):
+    """Clip to [0, 1] and rescale to sum n/2 (spreading any excess above 1 over the other pieces)."""
+    n = h.size
+    h = np.clip(h, 0.0, 1.0)
+    h = h * (n / 2) / h.sum()
+    while h.max() > 1.0:
+        h = np.clip(h, 0.0, 1.0)
+        free = h < 1.0
+        h[free] += (n / 2 - h.sum()) / free.sum()
+    return np.clip(h, 0.0, 1.0)
+
+
+def soft_max_and_grad(h, tau, penalty):
+    """(tau logsumexp(c / tau) + penalty (sum h - n/2)^2 / n, its gradient)."""
+    n = h.size
+    c = corr(h)
+    top = c.max()
+    e = np.exp((c - top) / tau)
+    s = e.sum()
+    w = e / s
+    val = top + tau * np.log(s)
+    g = (np.convolve(w, 1.0 - h)[n - 1:2 * n - 1] - np.correlate(h, w, "full")[n - 1:2 * n - 1]) * 2.0 / n
+    excess = h.sum() - n / 2
+    return val + penalty * excess * excess / n, g + 2.0 * penalty * excess / n
+
+
+class _Timeout(Exception):
+    pass
+
+
+def smooth(h, tau, penalty, deadline, maxcor):
+    """One continuation stage from h; returns the last iterate (also when the deadline cuts it short)."""
+    last = [h]
+
+    def f(x):
+        if time.time() > deadline:
+            raise _Timeout
+        last[0] = x
+        return soft_max_and_grad(x, tau, penalty)
+
+    try:
+        res = minimize(f, h, jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * h.size,
+                       options={"maxiter": 100000, "maxcor": int(maxcor), "ftol": 1e-16, "gtol": 1e-14})
+        return res.x
+    except _Timeout:
+        return last[0]
+
+
+def solve(parent, budget_s, seed):
+    s = SETTINGS
+    t0 = time.time()
+    deadline = t0 + 0.9 * budget_s
+    h = normalise(np.asarray(parent, dtype=np.float64))
+    if int(s["upsample"]) > 1 and h.size * int(s["upsample"]) <= int(s["max_n"]):
+        h = np.repeat(h, int(s["upsample"]))
+    best, best_c = h, corr(h).max()
+    tau = float(s["tau0"])
+    stages = max(1, int(s["stages"]))
+    for k in range(stages):
+        left = deadline - time.time()
+        if left <= 0.05:
+            break
+        h = smooth(h, tau, float(s["penalty"]), time.time() + left / (stages - k), s["maxcor"])
+        cand = normalise(h)
+        c = corr(cand).max()
+        if c < best_c:
+            best, best_c = cand, c
+        tau *= float(s["factor"])
+    print(f"lse: n={best.size} C5={best_c:.12f}")
+    return best
