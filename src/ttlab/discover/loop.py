@@ -118,8 +118,9 @@ def make_proposer(cfg: SearchConfig) -> Proposer:
                      "proposer runs via `ttlab discover train`")
 
 
-def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print) -> dict:
-    """Run the loop; returns the best record (also written to <run>/best.json)."""
+def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, on_step=None) -> dict:
+    """Run the loop; returns the best record (also written to <run>/best.json). `on_step(dict)` is called after
+    every step with step, t (s), evals, valid and best_score (benchmarks record best-vs-time with it)."""
     budget = parse_budget(cfg.budget)
     task = get_task(cfg.task)
     run = make_run_dir("discover", cfg, cfg.run_name, cfg.root, cfg.resume)
@@ -178,6 +179,9 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print) -
             logger.scalars({"search/best_score": rec.get("score", float("nan")), "search/evals": evals,
                             "search/valid_frac": valid_n / max(evals, 1), "search/tree_size": len(tree.nodes),
                             "search/adv_kept_frac": float(keep.mean()) if keep.size else 0.0}, tree.total)
+            if on_step is not None:
+                on_step({"step": tree.step, "t": elapsed, "evals": evals, "valid": valid_n,
+                         "best_score": rec.get("score", float("nan"))})
             log(f"step {tree.step:4d}  t={elapsed:6.0f}s  evals={evals}  valid={valid_n}  "
                 f"fails={fails or '-'}  best {task.name} score={rec.get('score', float('nan')):.9f}")
     logger.close()

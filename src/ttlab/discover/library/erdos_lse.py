@@ -3,7 +3,8 @@
 C5(h) = max_m c_m(h) is replaced by the soft maximum tau * logsumexp(c / tau) and minimised over the box
 0 <= h <= 1 (L-BFGS-B bounds), with a quadratic penalty keeping sum h near n/2; the final h is rescaled
 to sum n/2 exactly and scored by the true C5. tau is lowered in stages, each stage warm-started from the
-last, so the soft maximum approaches the true one. Where the exact LP step (the `minimax` program) stalls
+last, so the soft maximum approaches the true one; from a large tau the landscape is smooth enough that
+random rough starts (`start: random`) land in good basins (graduated optimisation). Where the exact LP step (the `minimax` program) stalls
 because hundreds of lags are active at once (its LP grows dense as n grows), the smoothed problem costs
 two correlations per gradient, O(n^2), at any n, and keeps descending.
 
@@ -16,7 +17,7 @@ import time
 import numpy as np
 from scipy.optimize import minimize
 
-SETTINGS = {"tau0": 1e-06, "tau0_choices": [1e-05, 1e-06, 1e-06, 1e-07], "stages": 6, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30}
+SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.001, "tau_end": 1e-09, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30}
 
 
 def corr(h):
@@ -72,16 +73,23 @@ def smooth(h, tau, penalty, deadline, maxcor):
         return last[0]
 
 
-def solve(parent, budget_s, seed):
+def random_start(n, rng):
+    """Zero margins at both ends (the published constructions are 0 on about a tenth of [0, 2] at each end),
+    a random rough profile in between."""
+    h = np.zeros(n)
+    z = int(round(n * rng.uniform(0.06, 0.16)))
+    m = n - 2 * z
+    h[z:z + m] = np.clip(rng.uniform(0.2, 1.0, m) + 0.3 * np.sin(np.linspace(0, np.pi, m)), 0, 1)
+    return h
+
+
+def continuation(h, tau0, deadline):
+    """Stages tau0, tau0 * factor, ... down to tau_end, each warm-started from the last; best true C5 seen."""
     s = SETTINGS
-    t0 = time.time()
-    deadline = t0 + 0.9 * budget_s
-    h = normalise(np.asarray(parent, dtype=np.float64))
-    if int(s["upsample"]) > 1 and h.size * int(s["upsample"]) <= int(s["max_n"]):
-        h = np.repeat(h, int(s["upsample"]))
+    stages = max(1, int(np.ceil(np.log(tau0 / float(s["tau_end"])) / np.log(1.0 / float(s["factor"])))) + 1)
+    h = normalise(h)
     best, best_c = h, corr(h).max()
-    tau = float(s["tau0"])
-    stages = max(1, int(s["stages"]))
+    tau = tau0
     for k in range(stages):
         left = deadline - time.time()
         if left <= 0.05:
@@ -92,5 +100,26 @@ def solve(parent, budget_s, seed):
         if c < best_c:
             best, best_c = cand, c
         tau *= float(s["factor"])
-    print(f"lse: n={best.size} C5={best_c:.12f}")
-    return best
+    return best, best_c
+
+
+def solve(parent, budget_s, seed):
+    s = SETTINGS
+    rng = np.random.default_rng(seed)
+    t0 = time.time()
+    deadline = t0 + 0.9 * budget_s
+    if s["start"] == "random":  # multistart from rough random profiles (tau from tau_random), keep the best
+        best = None
+        while best is None or time.time() < deadline - 0.2 * budget_s:
+            h, c = continuation(random_start(int(s["n0"]), rng), float(s["tau_random"]),
+                                min(deadline, time.time() + 0.5 * budget_s))
+            if best is None or c < best[1]:
+                best = (h, c)
+        h, c = best
+    else:
+        h = normalise(np.asarray(parent, dtype=np.float64))
+        if int(s["upsample"]) > 1 and h.size * int(s["upsample"]) <= int(s["max_n"]):
+            h = np.repeat(h, int(s["upsample"]))
+        h, c = continuation(h, float(s["tau0"]), deadline)
+    print(f"lse: n={h.size} C5={c:.12f}")
+    return h
