@@ -49,3 +49,16 @@ def test_minimax_linear_model_is_the_first_order_term():
     assert np.abs(exact - lin).max() < 1e-8
     rows = erdos_minimax.jac_rows(h, np.arange(2 * h.size - 1))
     assert np.allclose(rows @ d, lin, atol=1e-15)
+
+
+def test_lse_fft_path_matches_the_direct_one():
+    rng = np.random.default_rng(3)
+    h = rng.uniform(0.0, 1.0, erdos_lse.FFT_N + 7)
+    v_fft, g_fft = erdos_lse.soft_max_and_grad(h, 1e-3, 10.0)
+    old = erdos_lse.FFT_N
+    try:
+        erdos_lse.FFT_N = 10**9
+        v, g = erdos_lse.soft_max_and_grad(h, 1e-3, 10.0)
+    finally:
+        erdos_lse.FFT_N = old
+    assert abs(v - v_fft) < 1e-12 and np.abs(g - g_fft).max() < 1e-12
