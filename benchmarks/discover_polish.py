@@ -33,14 +33,14 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "erdos_polish.json"))
     a = ap.parse_args()
     load0 = os.getloadavg()
+    try:  # at the start: the program text is read now, the tree may move on while it runs
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        rev = ""
     t0 = time.time()
     cfg = PolishConfig(task="erdos", file=Path(a.ref), name=a.name, budget=a.budget, round_s=a.round_s,
                        upsample=a.upsample, out=Path(a.out), claim=str(RECORD), program=a.program)
     rec = run_polish(cfg)
-    try:
-        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    except OSError:
-        rev = ""
     machine = {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                "load_end": [round(x, 2) for x in os.getloadavg()]}
     rec.update({"commit": rev, "machine": machine, "wall_s": round(time.time() - t0, 1),
