@@ -62,3 +62,27 @@ def test_lse_fft_path_matches_the_direct_one():
     finally:
         erdos_lse.FFT_N = old
     assert abs(v - v_fft) < 1e-12 and np.abs(g - g_fft).max() < 1e-12
+
+
+def test_independent_checker_agrees_with_the_verifier_exactly(tmp_path):
+    # benchmarks/erdos_check.py shares no code with ttlab (stdlib only): two separate exact recomputations.
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from ttlab.discover.tasks.erdos import exact_c5
+
+    spec = importlib.util.spec_from_file_location("erdos_check", Path(__file__).resolve().parents[2] / "benchmarks" / "erdos_check.py")
+    chk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(chk)
+    rng = np.random.default_rng(4)
+    for n in [7, 50, 301]:
+        h = rng.uniform(0.0, 1.0, n) ** 2
+        h[rng.integers(n)] = 0.0
+        f = tmp_path / f"h{n}.json"
+        f.write_text(json.dumps({"construction": h.tolist()}))
+        c1, ok1, _ = chk.exact_c5(chk.load(str(f), ""))
+        c2, ok2, _ = exact_c5(h)
+        assert c1 == c2 and ok1 == ok2
+    c, ok, msg = chk.exact_c5([0.2, 1.0, 0.1])  # rescaled to sum 1.5, the 1.0 becomes 1.15: not valid
+    assert not ok and "exceeds 1" in msg
