@@ -67,7 +67,8 @@ class TrainConfig:
     wandb: bool = False
     """Mirror metrics to Weights & Biases."""
     coplayers: tuple[str, ...] = ()
-    """Population play: checkpoint stems (…/checkpoints/latest) of frozen co-player policies."""
+    """Population play: checkpoint stems (…/checkpoints/latest) of frozen co-player policies. `env/*` metrics then
+    count the learner's agents only; the co-players' are logged apart as `env/coplayer/*`."""
     coplayer_envs: float = 0.0
     """Fraction of envs in which every controlled agent but the first is driven by a co-player."""
     show_progress: bool = True
