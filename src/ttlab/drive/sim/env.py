@@ -337,7 +337,7 @@ class DriveEnv:
         for m in (self.ep_metrics, self.trial_metrics, self.co_ep_metrics, self.co_trial_metrics):
             if m is not None:
                 m.read()
-        return self._observe(self.state)
+        return self._observe(self.state, self._log_valid())
 
     @property
     def controlled(self) -> torch.Tensor:
@@ -355,6 +355,14 @@ class DriveEnv:
         self.learner = learner.to(self.device, torch.bool)
         self.co_ep_metrics = EpisodeMetrics(self.device)
         self.co_trial_metrics = TrialMetrics(self.k, self.device) if self.trial_mode else None
+
+    def _log_valid(self) -> torch.Tensor:
+        """(E, A) bool: the replay log is valid at the current log clock (a replayed agent is on the map)."""
+        return self.view.log_at(self.view.replay_log, self.scene, self.style, self.t)[1]
+
+    def visible(self) -> torch.Tensor:
+        """(E, A) bool: agents on the map now, as the others observe them and collide with them."""
+        return self._visible(self.state, self._log_valid())
 
     # ---- observation of a state ----
     def _visible(self, st: SimState, log_valid: torch.Tensor | None = None) -> torch.Tensor:
@@ -547,8 +555,7 @@ class DriveEnv:
         self.state = new
 
         # 10. observations of the post-reset state
-        _, post_valid = self.view.log_at(self.view.replay_log, self.scene, self.style, self.t)
-        obs = self._observe(new, post_valid)
+        obs = self._observe(new, self._log_valid())
         return StepResult(obs=obs, reward=reward, terminals=terminals, truncations=truncations,
                           removed=out_before, trial_ended=trial_ended, controlled=new.role == POLICY)
 
