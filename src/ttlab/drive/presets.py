@@ -106,3 +106,23 @@ def debug() -> TrainConfig:
 TRAIN_PRESETS = {"default": default, "adaptive_k2": adaptive_k2, "adaptive_k4": adaptive_k4,
                  "hidden_goal": hidden_goal, "hidden_exit": hidden_exit, "hidden_exit_mlp": hidden_exit_mlp,
                  "fast_k2": fast_k2, "debug": debug}
+
+
+def selfplay() -> TrainConfig:
+    """A self-play agent that drives (issue 15): every vehicle of procedural scenes (<= 8 per scene) is a learner
+    agent; aimed at >= 0.95 goal rate with collision + offroad <= 0.03 on held-out scenes within 60 minutes on 2
+    CPU cores (`benchmarks/drive_selfplay.py`). One trial per episode (an ego that reaches its goal leaves the
+    map; the episode ends when every ego has left or after 91 ticks, then a new scene), which is exactly what
+    `ttlab drive eval --mode self_play` measures; collisions and offroad remove the agent; potential-based
+    progress shaping toward the goal; the memoryless MLP (the fastest learner on CPU) on observations fitted to
+    the scenes (8 partner, 64 road slots)."""
+    return TrainConfig(
+        env=EnvConfig(num_envs=64, max_agents=8, goal_behavior="trial", k_trials=1, trial_length=91,
+                      collision_behavior="remove", offroad_behavior="remove", reward_progress=0.02,
+                      partner_slots=8, road_slots=64),
+        scenarios="procedural:n=256,agents=8", policy=PolicyConfig(core="mlp", embed=64, hidden=128),
+        ppo=PPOConfig(lr=1e-3, update_epochs=2, num_minibatches=4), rollout_steps=64,
+        total_agent_steps=60_000_000, time_limit=60.0, device="cpu")
+
+
+TRAIN_PRESETS["selfplay"] = selfplay
