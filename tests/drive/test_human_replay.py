@@ -4,6 +4,7 @@ trial resets stay bit-identical; `ttlab drive eval --mode human_replay` reports 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -100,6 +101,10 @@ def test_human_replay_is_trial_mode_with_the_ego_among_every_logged_agent():
         assert env_config(EvalConfig(mode="human_replay", k_trials=5), trained).k_trials == 5
     assert env_config(EvalConfig(mode="human_replay", max_agents=16), trained).max_agents == 16
     assert env_config(EvalConfig(mode="self_play"), trained).k_trials == 1
+    hidden = dataclasses.replace(trained, hidden_goal=True)
+    with pytest.raises(ValueError, match="trained with hidden_goal=True"):
+        env_config(EvalConfig(mode="human_replay"), hidden)
+    assert env_config(EvalConfig(mode="human_replay", hidden_goal=True), hidden).hidden_goal
 
 
 @needs_carla

@@ -123,6 +123,10 @@ def env_config(cfg: EvalConfig, trained: EnvConfig | None = None) -> EnvConfig:
     if cfg.mode == "self_play":
         env = dataclasses.replace(env, k_trials=1, hidden_goal=False, control_mode="all")
     elif cfg.mode == "human_replay":  # the ego among every logged agent replaying the human log
+        if base.hidden_goal and cfg.hidden_goal is None:
+            raise ValueError("--mode human_replay: the checkpoint was trained with hidden_goal=True (its observations "
+                             "hold candidate exits, which logged scenes lack); pass --hidden-goal True with scenes "
+                             "that have goal candidates, or evaluate a checkpoint trained without hidden goals")
         env = dataclasses.replace(env, control_mode="ego_only", partner_style=False, hidden_goal=bool(cfg.hidden_goal),
                                   max_agents=cfg.max_agents or ALL_LOGGED)
     return env
