@@ -1,10 +1,15 @@
 """`ttlab drive eval`: evaluate a trained policy checkpoint on exactly N episodes per env, trials paired.
 
 Modes:
-- self_play: every controlled agent is driven by the policy (the training setting);
-- human_replay: only the ego (first controllable vehicle) is driven; everyone else replays its log;
-- trial: multi-trial episodes (goal_behavior = trial, K trials); reports `trial_{k}_score`,
-  `trial_{k}_goal_rate` and `ada_delta_trial_{k}_minus_0` for every k.
+- self_play: every controlled agent is driven by the policy (the training setting), one trial per episode;
+- trial: multi-trial episodes (goal_behavior = trial, K trials) in the training setting; reports
+  `trial_{k}_score`, `trial_{k}_goal_rate` and `ada_delta_trial_{k}_minus_0` for every k;
+- human_replay: trial mode with only the ego (the first controllable vehicle of each scene) driven by the
+  policy; every other logged agent replays its (main, human) log, rewound to `init_steps` at every trial
+  start with everything else, so all K trials face the same traffic and differ only by what the ego does
+  (and remembers). Every logged agent of the scene is present (`--max-agents` defaults to all of them);
+  one not valid at `init_steps` enters when its valid window starts and leaves when it ends. Same
+  `trial_{k}_*` and paired `ada_delta_trial_{k}_minus_0` metrics, over the egos.
 
 Counting. Every env runs until it has finished exactly `episodes` episodes (of K trials) and only those
 are counted: an env that finishes early keeps stepping (the batch steps together) but its later trials
@@ -55,13 +60,13 @@ class EvalConfig:
     num_envs: int = 32
     """Parallel envs."""
     max_agents: int | None = None
-    """Agent slots per env (default: the checkpoint's)."""
+    """Agent slots per env (default: the checkpoint's; human_replay: every agent of the scene)."""
     k_trials: int | None = None
-    """Trials per episode (trial mode; default: the checkpoint's, else 2)."""
+    """Trials per episode (trial and human_replay modes; default: the checkpoint's, else 2)."""
     trial_length: int | None = None
-    """Ticks per trial (trial mode) / per episode (other modes); default: the checkpoint's, else 91."""
+    """Ticks per trial (trial, human_replay) / per episode (self_play); default: the checkpoint's, else 91."""
     hidden_goal: bool | None = None
-    """Hidden-goal scenes (trial mode; default: the checkpoint's)."""
+    """Hidden-goal scenes (trial mode: default the checkpoint's; human_replay: default off)."""
     episodes: int = 2
     """Episodes (of K trials in trial mode) counted per env: exactly this many, every env."""
     partner_slots: int | None = None
@@ -81,6 +86,7 @@ class EvalConfig:
 
 
 OVERRIDES = ("max_agents", "k_trials", "trial_length", "hidden_goal", "partner_slots", "road_slots")
+ALL_LOGGED = 1 << 20  # human_replay's default max_agents: every agent of the scene (the env takes min with the pool)
 FALLBACK = {"max_agents": 32, "k_trials": 2, "trial_length": 91, "hidden_goal": False, "partner_slots": 63,
             "road_slots": 200}  # for checkpoints that predate stored env configs
 
@@ -114,9 +120,15 @@ def env_config(cfg: EvalConfig, trained: EnvConfig | None = None) -> EnvConfig:
                               stacklevel=2)
             changes[k] = v
     env = dataclasses.replace(base, num_envs=cfg.num_envs, goal_behavior="trial", reuse_obs=False, **changes)
-    if cfg.mode != "trial":
-        env = dataclasses.replace(env, k_trials=1, hidden_goal=False,
-                                  control_mode="ego_only" if cfg.mode == "human_replay" else "all")
+    if cfg.mode == "self_play":
+        env = dataclasses.replace(env, k_trials=1, hidden_goal=False, control_mode="all")
+    elif cfg.mode == "human_replay":  # the ego among every logged agent replaying the human log
+        if base.hidden_goal and cfg.hidden_goal is None:
+            raise ValueError("--mode human_replay: the checkpoint was trained with hidden_goal=True (its observations "
+                             "hold candidate exits, which logged scenes lack); pass --hidden-goal True with scenes "
+                             "that have goal candidates, or evaluate a checkpoint trained without hidden goals")
+        env = dataclasses.replace(env, control_mode="ego_only", partner_style=False, hidden_goal=bool(cfg.hidden_goal),
+                                  max_agents=cfg.max_agents or ALL_LOGGED)
     return env
 
 
@@ -218,6 +230,7 @@ def evaluate(cfg: EvalConfig) -> dict[str, float]:
     term = torch.ones(N, dtype=torch.bool, device=device)
     removed = torch.zeros(N, dtype=torch.bool, device=device)
     max_steps = cfg.episodes * K * env_cfg.trial_length  # an episode lasts at most K x trial_length ticks
+    skip = device.type == "cpu"  # computing only the egos costs a host sync: CPU only (the others' outputs are unused)
     if recorder is not None:
         recorder.capture()
     steps = 0
@@ -225,7 +238,8 @@ def evaluate(cfg: EvalConfig) -> dict[str, float]:
         if steps >= max_steps:
             raise RuntimeError(f"{steps} steps ran but {int((paired.episodes_done < cfg.episodes).sum())} envs have "
                                f"not finished {cfg.episodes} episodes (an episode should end within K x trial_length)")
-        logits, _, state = policy.forward_eval(obs, state, term, removed)
+        active = _flat(env.controlled) & ~removed if skip else None  # the egos in play: only they are computed
+        logits, _, state = policy.forward_eval(obs, state, term, removed, active=active)
         action = logits.argmax(-1) if cfg.greedy and not policy.continuous else sample(logits, policy.continuous)
         res = env.step(action.reshape(env.num_envs, env.num_agents, *action.shape[1:]))
         steps += 1
@@ -235,12 +249,13 @@ def evaluate(cfg: EvalConfig) -> dict[str, float]:
         if recorder is not None and paired.episodes_done[0] < cfg.episodes:
             recorder.capture()
     out = {"mode": cfg.mode, "checkpoint": cfg.checkpoint, "scenarios": scenarios, "k_trials": K,
-           "trial_length": env_cfg.trial_length, "env_steps": steps, **paired.summary()}
-    atomic_write_text(cfg.out, json.dumps(out, indent=2) + "\n")
+           "trial_length": env_cfg.trial_length, "control_mode": env_cfg.control_mode, "num_envs": env.num_envs,
+           "agents_per_env": env.num_agents, "env_steps": steps, **paired.summary()}
     if recorder is not None:
         from ttlab.drive.render import write_video
 
         out["video"] = str(write_video(recorder.frames, cfg.video))
+    atomic_write_text(cfg.out, json.dumps(out, indent=2) + "\n")
     return out
 
 

@@ -65,7 +65,7 @@ class Recorder:
         xy = torch.stack([st.x[e], st.y[e]], -1).cpu().numpy()
         corners = box_corners(st.x[e], st.y[e], st.heading[e], st.length[e], st.width[e]).cpu().numpy()
         goals = torch.stack([st.goal_x[e], st.goal_y[e]], -1).cpu().numpy()
-        shown = (role > 0) & ~removed
+        shown = env.visible()[e].cpu().numpy() if hasattr(env, "visible") else (role > 0) & ~removed
         self._hist.append(np.where(shown[:, None], xy, np.nan))
         self._hist = self._hist[-self.trail:]
 

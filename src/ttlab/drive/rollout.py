@@ -30,8 +30,10 @@ co-players' agents are not computed either (their logits and values are never re
 and GAE stops before a removed step).
 
 Co-players (population play) are agents the env controls by policy but the learner does not: frozen
-policies loaded from checkpoints, each stepped in one batched forward over all agents; their steps are
-masked out of the learner's loss (`mask` = learner-controlled and not removed).
+policies loaded from checkpoints, each stepped in one batched forward over its own agents only (its KV cache
+has a row per agent it drives; on CPU only its agents in play are computed); their steps are masked out of
+the learner's loss (`mask` = learner-controlled and not removed), and the env counts them apart from the
+learner's in its metrics (`coplayer/<name>`; `DriveEnv.set_learner`).
 """
 
 from __future__ import annotations
@@ -68,27 +70,39 @@ class Batch:
 
 
 class CoPlayers:
-    """Frozen co-player policies; `assign` (N,) long: index of the co-player driving each agent, -1 = learner."""
+    """Frozen co-player policies; `assign` (N,) long: index of the co-player driving each agent, -1 = learner.
+
+    Each policy owns the rows assigned to it (`rows[i]`, fixed at construction) and steps only those: its state
+    (LSTM memory, transformer KV cache) has one row per agent it drives, so k policies cost what their agents
+    cost, not k full-batch forwards."""
 
     def __init__(self, policies: list[torch.nn.Module], assign: torch.Tensor):
+        if policies and int(assign.max()) >= len(policies):
+            raise ValueError(f"co-player assignment uses index {int(assign.max())} but {len(policies)} policies were loaded")
         self.policies = [p.eval().requires_grad_(False) for p in policies]
         self.assign = assign
-        self.states = [p.initial_state(assign.shape[0], assign.device) for p in self.policies]
-        if self.policies and int(assign.max()) >= len(self.policies):
-            raise ValueError(f"co-player assignment uses index {int(assign.max())} but {len(self.policies)} policies were loaded")
+        self.rows = [(assign == i).nonzero().squeeze(1) for i in range(len(policies))]  # (n_i,) each
+        self.states = [p.initial_state(int(r.numel()), assign.device)
+                       for p, r in zip(self.policies, self.rows, strict=True)]
 
     @property
     def learner(self) -> torch.Tensor:
         return self.assign < 0  # (N,)
 
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """Replace the actions of co-player agents with their policy's sample (one forward per policy)."""
-        for i, p in enumerate(self.policies):
-            logits, _, self.states[i] = p.forward_eval(obs, self.states[i], terminals, removed)  # (N, P)
-            a = sample(logits, p.continuous)
-            sel = self.assign == i  # (N,)
-            actions = torch.where(sel.view(-1, *([1] * (a.dim() - 1))), a.to(actions.dtype), actions)
+    def act(self, obs: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, actions: torch.Tensor,
+            active: torch.Tensor | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Replace the actions of co-player agents with their policy's sample: policy i runs on its rows only.
+
+        obs (N, D), terminals/removed (N,), actions (N, ...); `active` (N,) bool (CPU): the agents whose
+        actions the env uses (controlled, in play); a policy computes only those of its rows."""
+        actions = actions.clone()
+        for i, (p, r) in enumerate(zip(self.policies, self.rows, strict=True)):
+            if r.numel() == 0:
+                continue
+            act_r = None if active is None else active[r]  # (n_i,)
+            logits, _, self.states[i] = p.forward_eval(obs[r], self.states[i], terminals[r], removed[r], active=act_r)
+            actions[r] = sample(logits, p.continuous, generator).to(actions.dtype)  # (n_i, ...)
         return actions
 
 
@@ -122,6 +136,8 @@ class Rollout:
         self.next_removed = torch.zeros(N, dtype=torch.bool, device=dev)
         self.next_pos = torch.zeros(N, dtype=torch.long, device=dev)
         self.controlled = _flat(env.controlled).bool()
+        if coplayers is not None and hasattr(env, "set_learner"):  # learner metrics count the learner's agents only
+            env.set_learner(coplayers.learner.view(self.E, self.A))
         self.state = policy.initial_state(N, dev)
         self.stored = stored_context and C > 0
         if self.stored:  # keys/values of every buffer column as the rollout computed them: (2, L, N, H, C+T, dh)
@@ -205,7 +221,8 @@ class Rollout:
             self.mask[:, t] = self.controlled & learner & ~rem
             env_action = action
             if self.coplayers is not None:
-                env_action = self.coplayers.act(obs, term, rem, action)
+                co_active = self.controlled & ~rem if skip else None
+                env_action = self.coplayers.act(obs, term, rem, action, co_active, self.gen)
             res = self.env.step(env_action.reshape(self.E, self.A, *action.shape[1:]))
             self.rewards[:, t] = _flat(res.reward).float()
             term_n, removed_n = self._next_flags(res)

@@ -67,11 +67,14 @@ class TrainConfig:
     wandb: bool = False
     """Mirror metrics to Weights & Biases."""
     coplayers: tuple[str, ...] = ()
-    """Population play: checkpoint stems (…/checkpoints/latest) of frozen co-player policies."""
+    """Population play: checkpoint stems (…/checkpoints/latest) of frozen co-player policies. `env/*` metrics then
+    count the learner's agents only; the co-players' are logged apart as `env/coplayer/*`."""
     coplayer_envs: float = 0.0
     """Fraction of envs in which every controlled agent but the first is driven by a co-player."""
     show_progress: bool = True
     """Show a progress bar (on a terminal)."""
+    time_limit: float = 0.0
+    """Stop after this many minutes of training (0 = none), with a checkpoint, even if budget is left."""
 
 
 def env_horizon(env) -> int:
@@ -133,8 +136,10 @@ def _save(run, policy, opt, cfg: TrainConfig, horizon: int, update: int, agent_s
     })
 
 
-def train(cfg: TrainConfig, env=None) -> dict[str, float]:
-    """Train; returns the last logged metrics (plus `update`, `agent_steps`, `run_dir`)."""
+def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
+    """Train; returns the last logged metrics (plus `update`, `agent_steps`, `run_dir`).
+
+    `on_log(update, metrics)`, when given, is called with every logged metrics dict (benchmarks keep curves)."""
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
     env = env if env is not None else make_env(cfg.env, cfg.scenarios, device, cfg.seed)
@@ -164,6 +169,7 @@ def train(cfg: TrainConfig, env=None) -> dict[str, float]:
     logger = Logger(run.path, wandb=cfg.wandb, config=cfg)
     last: dict[str, float] = {}
     t_log, steps_log, in_play_log = time.perf_counter(), agent_steps, rollout.in_play_steps.clone()
+    t_start = t_log
     try:
         with progress(total, "drive train", disable=None if cfg.show_progress else True) as bar:
             bar.set(completed=update)
@@ -175,7 +181,8 @@ def train(cfg: TrainConfig, env=None) -> dict[str, float]:
                 update += 1
                 agent_steps += per_update
                 bar.advance(1)
-                if update % cfg.log_every == 0 or update == total:
+                out_of_time = cfg.time_limit > 0 and time.perf_counter() - t_start > 60 * cfg.time_limit
+                if update % cfg.log_every == 0 or update == total or out_of_time:
                     now = time.perf_counter()
                     dt = max(now - t_log, 1e-9)
                     metrics["charts/SPS"] = (rollout.in_play_steps - in_play_log) / dt  # agents in play, as PufferLib
@@ -187,8 +194,13 @@ def train(cfg: TrainConfig, env=None) -> dict[str, float]:
                     last = logger.scalars(metrics, agent_steps)
                     t_log, steps_log, in_play_log = time.perf_counter(), agent_steps, rollout.in_play_steps.clone()
                     bar.set(text=f"SPS {last['charts/SPS']:.0f} score {last.get('env/score', float('nan')):.3f}")
-                if update % cfg.checkpoint_every == 0 or update == total:
+                    if on_log is not None:
+                        on_log(update, last)
+                if update % cfg.checkpoint_every == 0 or update == total or out_of_time:
                     _save(run, policy, opt, cfg, horizon, update, agent_steps)
+                if out_of_time:
+                    console.print(f"time limit {cfg.time_limit} min reached at update {update}/{total}")
+                    break
     finally:
         logger.close()
     return {**last, "update": update, "agent_steps": agent_steps, "run_dir": str(run.path)}

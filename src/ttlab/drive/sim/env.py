@@ -269,6 +269,9 @@ class DriveEnv:
             self._contact_fn = torch.compile(self._contact_fn, dynamic=False, fullgraph=True)
         self.ep_metrics = EpisodeMetrics(self.device)
         self.trial_metrics = TrialMetrics(self.k, self.device) if self.trial_mode else None
+        self.learner: torch.Tensor | None = None  # (E, A) bool: slots the metrics count (None = every ego)
+        self.co_ep_metrics: EpisodeMetrics | None = None  # the other egos' (co-players'), when `learner` is set
+        self.co_trial_metrics: TrialMetrics | None = None
         self.reset(seed)
 
     def _pick_backend(self) -> str:
@@ -331,14 +334,35 @@ class DriveEnv:
         # per-ego accumulators: episode return/length, sums over finished trials, flags of the current trial
         self.acc = {k: z.clone() for k in ("ret", "len", "goal", "coll", "off", "score", "t_goal", "t_coll",
                                            "t_off", "t_len", "t_exit", "t_wrong")}
-        self.ep_metrics.read()
-        if self.trial_metrics is not None:
-            self.trial_metrics.read()
-        return self._observe(self.state)
+        for m in (self.ep_metrics, self.trial_metrics, self.co_ep_metrics, self.co_trial_metrics):
+            if m is not None:
+                m.read()
+        return self._observe(self.state, self._log_valid())
 
     @property
     def controlled(self) -> torch.Tensor:
         return self.state.role == POLICY  # (E, A)
+
+    def set_learner(self, learner: torch.Tensor | None) -> None:
+        """Population play: count only the egos in `learner` (E, A) bool slots in `metrics()`; the other egos
+        (co-players) are counted apart, under `coplayer/<name>`. None: every ego is the learner's."""
+        if learner is None:
+            self.learner = self.co_ep_metrics = self.co_trial_metrics = None
+            return
+        if tuple(learner.shape) != (self.num_envs, self.num_agents):
+            raise ValueError(f"set_learner: mask of shape {tuple(learner.shape)}, expected (E, A) = "
+                             f"({self.num_envs}, {self.num_agents})")
+        self.learner = learner.to(self.device, torch.bool)
+        self.co_ep_metrics = EpisodeMetrics(self.device)
+        self.co_trial_metrics = TrialMetrics(self.k, self.device) if self.trial_mode else None
+
+    def _log_valid(self) -> torch.Tensor:
+        """(E, A) bool: the replay log is valid at the current log clock (a replayed agent is on the map)."""
+        return self.view.log_at(self.view.replay_log, self.scene, self.style, self.t)[1]
+
+    def visible(self) -> torch.Tensor:
+        """(E, A) bool: agents on the map now, as the others observe them and collide with them."""
+        return self._visible(self.state, self._log_valid())
 
     # ---- observation of a state ----
     def _visible(self, st: SimState, log_valid: torch.Tensor | None = None) -> torch.Tensor:
@@ -478,8 +502,12 @@ class DriveEnv:
             truncations = seg_end.unsqueeze(1) & ego
             terminals = ep_end.unsqueeze(1) & ego
             trial_ended = truncations
-            self.trial_metrics.add(seg_end, timeout, self.trial, ego, acc["t_goal"], acc["t_coll"], acc["t_off"],
-                                   acc["t_len"], acc["t_exit"], acc["t_wrong"])
+            trial_out = (acc["t_goal"], acc["t_coll"], acc["t_off"], acc["t_len"], acc["t_exit"], acc["t_wrong"])
+            if self.learner is None:
+                self.trial_metrics.add(seg_end, timeout, self.trial, ego, *trial_out)
+            else:  # population play: the learner's egos and the co-players' apart
+                self.trial_metrics.add(seg_end, timeout, self.trial, ego & self.learner, *trial_out)
+                self.co_trial_metrics.add(seg_end, timeout, self.trial, ego & ~self.learner, *trial_out)
         else:
             timeout = self.ep_step >= cfg.episode_length
             ep_end = timeout | ~any_in_play
@@ -493,8 +521,13 @@ class DriveEnv:
             acc[k_sum] = acc[k_sum] + acc[k_now] * close
         acc["score"] = acc["score"] + t_score * close
         done = ep_end.unsqueeze(1) & ego
-        self.ep_metrics.add(done, acc["ret"], acc["len"], acc["goal"] / self.k, acc["coll"] / self.k,
-                            acc["off"] / self.k, acc["score"] / self.k)
+        ep_out = (acc["ret"], acc["len"], acc["goal"] / self.k, acc["coll"] / self.k, acc["off"] / self.k,
+                  acc["score"] / self.k)
+        if self.learner is None:
+            self.ep_metrics.add(done, *ep_out)
+        else:
+            self.ep_metrics.add(done & self.learner, *ep_out)
+            self.co_ep_metrics.add(done & ~self.learner, *ep_out)
         for k in ("t_goal", "t_coll", "t_off", "t_len", "t_exit", "t_wrong"):
             acc[k] = acc[k] * ~close
         for k in ("ret", "len", "goal", "coll", "off", "score"):
@@ -522,8 +555,7 @@ class DriveEnv:
         self.state = new
 
         # 10. observations of the post-reset state
-        _, post_valid = self.view.log_at(self.view.replay_log, self.scene, self.style, self.t)
-        obs = self._observe(new, post_valid)
+        obs = self._observe(new, self._log_valid())
         return StepResult(obs=obs, reward=reward, terminals=terminals, truncations=truncations,
                           removed=out_before, trial_ended=trial_ended, controlled=new.role == POLICY)
 
@@ -532,4 +564,8 @@ class DriveEnv:
         out = self.ep_metrics.read()
         if self.trial_metrics is not None:
             out.update(self.trial_metrics.read())
+        if self.co_ep_metrics is not None:  # population play: the co-players' egos, apart from the learner's
+            out.update({f"coplayer/{k}": v for k, v in self.co_ep_metrics.read().items()})
+            if self.co_trial_metrics is not None:
+                out.update({f"coplayer/{k}": v for k, v in self.co_trial_metrics.read().items()})
         return out

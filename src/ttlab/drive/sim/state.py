@@ -3,7 +3,9 @@
 `PoolView` holds per-pool precomputations (flattened logs, which agents are parked, route arc
 lengths) and builds the exact episode-start state of any env from (scene, init_steps, per-episode
 draws). Trials and respawns re-apply it, which is what makes trial-start observations bit-identical.
-Roles: 0 absent, 1 policy-controlled, 2 log replay (expert), 3 static (holds its start pose).
+Roles: 0 absent, 1 policy-controlled, 2 log replay (expert), 3 static (holds its start pose). Only agents
+valid at the start step can be controlled or static; every other logged agent replays its log and is on the
+map exactly while its log is valid (it appears when its valid window starts and leaves when it ends).
 """
 
 from __future__ import annotations
@@ -117,8 +119,11 @@ class PoolView:
             parked = parked & expert  # moving or parked, all follow the log
         else:
             policy = controllable
+        # a logged agent not valid at t0 replays its log: it enters the scene when its valid window starts and
+        # leaves when it ends (both through the log's valid flag: the env hides an EXPERT whose log is invalid)
+        late = self.exists[scene] & ~valid
         role = torch.where(policy, POLICY, torch.where(present & parked & ~expert, STATIC,
-                                                       torch.where(present, EXPERT, ABSENT)))
+                                                       torch.where(present | late, EXPERT, ABSENT)))
         goal = self.goal[scene]  # (E, A, 2)
         if true_goal is not None:
             cand = self.candidates[scene]  # (E, A, M, 2)

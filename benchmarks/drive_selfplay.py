@@ -1,0 +1,117 @@
+"""A self-play agent that drives: train `presets.selfplay` and evaluate it on held-out procedural scenes.
+
+Trains with PPO for at most `--minutes` of wall time (or the preset's agent-step budget, whichever ends first),
+logging the training rollouts' goal / collision / offroad rates (the learning curve), then runs
+`ttlab drive eval --mode self_play` on held-out scenes (procedural seed + 1000: scenes never trained on) for
+exactly `--eval-episodes` episodes per env, sampled and greedy. The target (issue 15): goal rate >= 0.95 with
+collision + offroad <= 0.03 on held-out scenes, trained in <= 60 minutes on 2 cores.
+
+Writes benchmarks/results/drive_selfplay.json (with the commit, nproc, load average and wall time) and prints
+ONE JSON line last.
+
+    python benchmarks/drive_selfplay.py                         # the full run: 60 min, 2 threads
+    python benchmarks/drive_selfplay.py --minutes 4 --threads 1 --out /tmp/probe.json   # a probe
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import torch
+
+from ttlab.drive.evaluate import EvalConfig, evaluate, held_out
+from ttlab.drive.presets import TRAIN_PRESETS
+from ttlab.drive.train import train
+
+RESULTS = Path(__file__).resolve().parent / "results"
+CURVE_KEYS = ("env/goal_rate", "env/collision_rate", "env/offroad_rate", "env/score", "charts/SPS",
+              "losses/approx_kl", "losses/entropy")
+
+
+def held_out_rates(stem: Path, scenes: str, envs: int, episodes: int, greedy: bool, out: Path) -> dict:
+    """Self-play evaluation of the checkpoint on `scenes`: one trial per episode, every vehicle the policy's."""
+    m = evaluate(EvalConfig(checkpoint=str(stem), mode="self_play", scenarios=scenes, num_envs=envs, episodes=episodes,
+                            greedy=greedy, device="cpu", out=out))
+    goal, coll, off = m["trial_0_goal_rate"], m["trial_0_collision_rate"], m["trial_0_offroad_rate"]
+    return {"goal_rate": goal, "collision_rate": coll, "offroad_rate": off, "score": m["trial_0_score"],
+            "collision_plus_offroad": coll + off, "ego_episodes": m["ego_trials"], "scenes": m["scenarios"]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", default="selfplay")
+    ap.add_argument("--minutes", type=float, default=60.0, help="training wall-time limit")
+    ap.add_argument("--steps", type=int, default=0, help="agent-step budget (0 = the preset's)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--eval-envs", type=int, default=64)
+    ap.add_argument("--eval-episodes", type=int, default=4)
+    ap.add_argument("--root", default="runs")
+    ap.add_argument("--run-name", default=None)
+    ap.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
+                    help="probe overrides, e.g. env.reward_progress=0.05 ppo.lr=3e-4 (dotted TrainConfig fields)")
+    ap.add_argument("--out", type=Path, default=RESULTS / "drive_selfplay.json")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    t0, load0 = time.perf_counter(), os.getloadavg()
+    cfg = TRAIN_PRESETS[args.preset]()
+    cfg = dataclasses.replace(cfg, time_limit=args.minutes, seed=args.seed, root=args.root, show_progress=False,
+                              run_name=args.run_name or f"selfplay_{time.strftime('%Y%m%d_%H%M%S')}",
+                              log_every=10, checkpoint_every=50)
+    if args.steps:
+        cfg.total_agent_steps = args.steps
+    for item in args.set:  # dotted overrides for probes
+        key, _, raw = item.partition("=")
+        *path, leaf = key.split(".")
+        obj = cfg
+        for p in path:
+            obj = getattr(obj, p)
+        if not hasattr(obj, leaf):
+            raise SystemExit(f"--set {item}: {type(obj).__name__} has no field {leaf!r}")
+        old = getattr(obj, leaf)
+        setattr(obj, leaf, type(old)(raw) if not isinstance(old, bool) else raw.lower() in ("1", "true"))
+    curve: list[dict] = []
+    t_train = time.perf_counter()
+
+    def on_log(update: int, m: dict) -> None:
+        row = {"update": update, "minutes": round((time.perf_counter() - t_train) / 60, 2),
+               "agent_steps": int(m["charts/agent_steps"]), **{k.split("/")[1]: round(m[k], 4) for k in CURVE_KEYS if k in m}}
+        curve.append(row)
+        print(json.dumps(row), flush=True)
+
+    last = train(cfg, on_log=on_log)
+    train_min = (time.perf_counter() - t_train) / 60
+    stem = Path(last["run_dir"]) / "checkpoints" / "latest"
+    scenes = held_out(cfg.scenarios, cfg.seed)  # the training source with seed + 1000: scenes never trained on
+    ev = Path(last["run_dir"]) / "eval"
+    sampled = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, False, ev / "sampled.json")
+    greedy = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, True, ev / "greedy.json")
+    reached = sampled["goal_rate"] >= 0.95 and sampled["collision_plus_offroad"] <= 0.03 and train_min <= 60.0
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        commit = ""
+    line = {
+        "benchmark": "drive_selfplay", "preset": args.preset, "overrides": args.set, "seed": args.seed,
+        "threads": args.threads, "nproc": os.cpu_count(), "commit": commit,
+        "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "train_minutes": round(train_min, 2), "minutes_limit": args.minutes, "updates": last["update"],
+        "agent_steps": last["agent_steps"], "held_out": sampled, "held_out_greedy": greedy,
+        "target": "goal_rate >= 0.95 and collision + offroad <= 0.03 on held-out scenes in <= 60 min on 2 cores",
+        "reached": bool(reached), "wall_s": round(time.perf_counter() - t0, 1), "curve": curve,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(line, indent=1) + "\n")
+    print(json.dumps(line))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
