@@ -14,6 +14,19 @@ def test_lse_gradient_matches_finite_differences():
     assert np.abs(num - g).max() < 1e-7 * max(1.0, np.abs(g).max())
 
 
+def test_lse_scaled_objective_gradient_matches_finite_differences():
+    # through the verifier's rescale g = h (n/2) / sum(h), with some pieces pushed above 1 by it
+    rng = np.random.default_rng(5)
+    h = rng.uniform(0.0, 0.5, 30)
+    h[:3] = 0.99
+    f = lambda x: erdos_lse.scaled_objective(x, 1e-2, 50.0)  # noqa: E731
+    _, g = f(h)
+    eps = 1e-6
+    num = np.array([(f(h + eps * e)[0] - f(h - eps * e)[0]) / (2 * eps) for e in np.eye(h.size)])
+    assert np.abs(num - g).max() < 1e-7 * max(1.0, np.abs(g).max())
+    assert (h * 15 / h.sum()).max() > 1.0  # the penalty term was exercised
+
+
 def test_lse_soft_max_bounds_the_true_max():
     rng = np.random.default_rng(1)
     h = rng.uniform(0.0, 1.0, 30)

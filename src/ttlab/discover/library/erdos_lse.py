@@ -1,16 +1,18 @@
 """Erdős minimum overlap: smoothed minimax by L-BFGS-B with temperature continuation.
 
-C5(h) = max_m c_m(h) is replaced by the soft maximum tau * logsumexp(c / tau) and minimised over the box
-0 <= h <= 1 (L-BFGS-B bounds), with a quadratic penalty keeping sum h near n/2; the final h is rescaled
-to sum n/2 exactly and scored by the true C5. tau is lowered in stages, each stage warm-started from the
-last, so the soft maximum approaches the true one; from a large tau the landscape is smooth enough that
-random rough starts (`start: random`) land in good basins (graduated optimisation). Where the exact LP step (the `minimax` program) stalls
-because hundreds of lags are active at once (its LP grows dense as n grows), the smoothed problem costs
-two correlations per gradient, O(n^2), at any n, and keeps descending.
+C5(h) = max_m c_m(g), g = h (n/2) / sum(h) the rescaled h, is replaced by the soft maximum
+tau * logsumexp(c(g) / tau) and minimised over the box 0 <= h <= 1 (L-BFGS-B bounds). The rescale is part
+of the objective (exactly the verifier's), so the sum constraint needs no penalty; a quadratic penalty only
+keeps the rescaled pieces <= 1. tau is lowered in stages, each stage warm-started from the last, so the soft
+maximum approaches the true one; from a large tau the landscape is smooth enough that random rough starts
+(`start: random`) land in good basins (graduated optimisation). Where the exact LP step (the `minimax`
+program) stalls because hundreds of lags are active at once (its LP grows dense as n grows), the smoothed
+problem costs two correlations per gradient, O(n^2) or O(n log n) by FFT, at any n, and keeps descending.
 
-Gradient of L = sum_m w_m c_m (w = softmax(c / tau)), with k = m - (n - 1):
-    dL/dh_j = (2/n) (sum_k w_k (1 - h)_{j-k} - sum_k w_k h_{j+k})
-            = (2/n) (convolve(w, 1 - h)[j + n - 1] - correlate(h, w)[j + n - 1]).
+Gradient of L = sum_m w_m c_m(g) (w = softmax(c / tau)), with k = m - (n - 1):
+    dL/dg_j = (2/n) (sum_k w_k (1 - g)_{j-k} - sum_k w_k g_{j+k})
+            = (2/n) (convolve(w, 1 - g)[j + n - 1] - correlate(g, w)[j + n - 1]),
+    dL/dh   = (n/2) / sum(h) * (dL/dg - (dL/dg . g) / (n/2))       (through the rescale).
 """
 import time
 
@@ -20,7 +22,7 @@ from scipy.signal import fftconvolve
 
 FFT_N = 1000  # from here on the gradient's correlations go through the FFT (O(n log n); error ~1e-15)
 
-SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.001, "tau_end": 1e-09, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30}
+SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.001, "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30}
 
 
 def corr(h):
@@ -41,7 +43,7 @@ def normalise(h):
 
 
 def soft_max_and_grad(h, tau, penalty):
-    """(tau logsumexp(c / tau) + penalty (sum h - n/2)^2 / n, its gradient)."""
+    """(tau logsumexp(c(h) / tau) + penalty (sum h - n/2)^2 / n, its gradient) on h as given (no rescale)."""
     n = h.size
     fft = n >= FFT_N
     c = fftconvolve(h, (1.0 - h)[::-1]) * 2.0 / n if fft else corr(h)
@@ -59,6 +61,23 @@ def soft_max_and_grad(h, tau, penalty):
     return val + penalty * excess * excess / n, g + 2.0 * penalty * excess / n
 
 
+def scaled_objective(h, tau, penalty):
+    """The soft maximum of c(g), g = h (n/2) / sum(h), plus penalty * sum(max(g - 1, 0)^2); gradient in h.
+
+    The soft maximum is invariant to the scale of h; the last term, penalty (sum h - n/2)^2 / n, pins the
+    scale (it moves no optimum) so that L-BFGS does not wander along a flat direction."""
+    n = h.size
+    a = n / 2
+    total = h.sum()
+    g = h * (a / total)
+    val, dg = soft_max_and_grad(g, tau, 0.0)
+    over = np.maximum(g - 1.0, 0.0)
+    val = val + penalty * float(over @ over)
+    dg = dg + 2.0 * penalty * over
+    excess = total - a
+    return val + penalty * excess * excess / n, (a / total) * (dg - (dg @ g) / a) + 2.0 * penalty * excess / n
+
+
 class _Timeout(Exception):
     pass
 
@@ -71,7 +90,7 @@ def smooth(h, tau, penalty, deadline, maxcor):
         if time.time() > deadline:
             raise _Timeout
         last[0] = x
-        return soft_max_and_grad(x, tau, penalty)
+        return scaled_objective(x, tau, penalty)
 
     try:
         res = minimize(f, h, jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * h.size,
