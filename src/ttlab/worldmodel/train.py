@@ -53,6 +53,9 @@ class TrainConfig:
     """Model size: S/2 | B/2 | L/2 | tiny."""
     injection: str = "additive"
     """Action injection: additive | adaln | adaln_fuse | film | cross_attention."""
+    null_first_action: bool = True
+    """Frame 0 of every clip gets the null action (a zero embedding, as the official model does); False embeds
+    the pipeline's zeros, i.e. the mean action (the behaviour the `pusht_cpu` evidence was measured with)."""
     patch_size: int = 0
     """Override the size's patch side (0 keeps it)."""
     hidden: int = 0
@@ -136,7 +139,7 @@ def build_model_config(cfg: TrainConfig, frame_shape: tuple[int, ...], action_di
     over = {k: v for k, v in (("patch_size", cfg.patch_size), ("hidden", cfg.hidden), ("depth", cfg.depth),
                               ("heads", cfg.heads)) if v}
     return size_config(cfg.size, input_size=H, in_channels=C, action_dim=action_dim, injection=cfg.injection,
-                       max_frames=max(64, cfg.num_frames), **over)
+                       max_frames=max(64, cfg.num_frames), null_first_action=cfg.null_first_action, **over)
 
 
 def open_episodes(cfg: TrainConfig):
@@ -354,7 +357,9 @@ def load_world_model(path: str | Path, device: str | torch.device = "cpu", ema: 
     if p.is_dir():
         p = p / "checkpoints" / "weights_latest" if (p / "checkpoints").is_dir() else p / "weights_latest"
     state = load_checkpoint(p, map_location=device)
-    model = NanoWM(NanoWMConfig(**state["model_cfg"])).to(device)
+    mc = dict(state["model_cfg"])
+    mc.setdefault("null_first_action", False)  # weights saved before the option embedded frame 0's zeros
+    model = NanoWM(NanoWMConfig(**mc)).to(device)
     model.load_state_dict(state["ema" if ema else "model"])
     tc = state["train_cfg"]
     obj = Objective(DiffusionConfig(**tc["diffusion"]), device)
