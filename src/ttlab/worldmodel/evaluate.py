@@ -151,7 +151,8 @@ def evaluate(cfg: EvalConfig) -> dict:
     codec = _codec(wm.train_cfg, dev)
     train_ds, val_ds = build_datasets(tc, _run_dir(cfg.weights) / "action_stats.json", codec)
     ds = {"val": val_ds, "train": train_ds}.get(cfg.split, val_ds)
-    sub = fixed_subset(ds, cfg.num_samples, cfg.seed)
+    # published fixed windows (e.g. Vid2World CSGO start indices) are scored all, in order; else a seeded subset
+    sub = ds if getattr(ds, "fixed_windows", False) else fixed_subset(ds, cfg.num_samples, cfg.seed)
     dl = torch.utils.data.DataLoader(sub, batch_size=cfg.batch_size, shuffle=False)
     cfg = sampler_settings(cfg, tc.sample_steps)
     learned = LearnedMetrics(cfg.metrics, dev)

@@ -44,11 +44,20 @@ class TrainConfig:
     """Raw steps between kept frames (their actions are concatenated)."""
     val_fraction: float = 0.1
     """Fraction of episodes held out for validation (split by episode)."""
+    val_list: str = ""
+    """CSGO: a published split list (Vid2World `test_split*.txt`, one file name per line): those episodes are
+    the validation set, every other file trains (replaces val_fraction)."""
+    val_starts: str = ""
+    """CSGO, with val_list: published start indices (Vid2World `csgo_validation_start_indices*.npy`): validation
+    window i starts at raw step starts[i] of the i-th listed file in sorted path order; eval scores them all."""
     toy_episodes: int = 64
     """Episodes of the toy dataset (data=toy)."""
-    episode_cache: int = 8
-    """Decoded episodes each video reader (dino_wm, lerobot) keeps in memory (LRU); more than the dataset
-    holds means every video is decoded once."""
+    episode_cache: int = -1
+    """Decoded episodes each video reader (dino_wm, lerobot) keeps in memory (LRU); -1 = as many as `cache_mb`
+    holds (a dataset that fits is decoded once), 0 disables."""
+    cache_mb: float = 0.0
+    """Decode-cache budget per reader process in MiB (the main process and each DataLoader worker hold one);
+    0 = a quarter of the memory available at start, shared by the reader processes."""
     size: str = "S/2"
     """Model size: S/2 | B/2 | L/2 | tiny."""
     injection: str = "additive"
@@ -142,6 +151,16 @@ def build_model_config(cfg: TrainConfig, frame_shape: tuple[int, ...], action_di
                        max_frames=max(64, cfg.num_frames), null_first_action=cfg.null_first_action, **over)
 
 
+def cache_bytes(cfg: TrainConfig) -> int:
+    """The decode-cache budget of one reader process: `cache_mb`, or a quarter of the available memory shared
+    by the reader processes (DataLoader workers, or the main process when there are none)."""
+    from ttlab.worldmodel.data.episodes import default_cache_bytes
+
+    if cfg.cache_mb < 0:
+        raise ValueError(f"--cache-mb {cfg.cache_mb}: must be >= 0 (0 = from the available memory)")
+    return int(cfg.cache_mb * 2**20) if cfg.cache_mb > 0 else default_cache_bytes(max(cfg.num_workers, 1))
+
+
 def open_episodes(cfg: TrainConfig):
     if cfg.data == "toy":
         from ttlab.worldmodel.toy import moving_square_source
@@ -150,7 +169,7 @@ def open_episodes(cfg: TrainConfig):
     from ttlab.worldmodel.data.sources import detect_format, open_source
 
     kind = detect_format(cfg.data) if cfg.format == "auto" else cfg.format
-    kw = {"cache": cfg.episode_cache} if kind in ("dino_wm", "lerobot") else {}
+    kw = {"cache": cfg.episode_cache, "cache_bytes": cache_bytes(cfg)} if kind in ("dino_wm", "lerobot") else {}
     return open_source(cfg.data, kind, **kw)
 
 
@@ -161,8 +180,28 @@ def build_datasets(cfg: TrainConfig, stats_path: Path | None, codec=None):
     enc = codec if (codec is not None and not src.is_latent and cfg.codec != "pixel") else None
     kw = dict(num_frames=cfg.num_frames, frame_interval=cfg.frame_interval, val_fraction=cfg.val_fraction,
               seed=cfg.seed, codec=enc)
+    if cfg.val_list or cfg.val_starts:
+        return published_datasets(cfg, src, stats_path, kw)
     train = WindowDataset(src, split="train", action_stats=stats_path, **kw)
     val = WindowDataset(src, split="val" if cfg.val_fraction > 0 else "train", action_stats=train.action_stats, **kw)
+    return train, val
+
+
+def published_datasets(cfg: TrainConfig, src, stats_path: Path | None, kw: dict):
+    """Train/val from a published CSGO split list (and fixed start indices when given)."""
+    from ttlab.worldmodel.data.csgo import CSGOSource, published_split, published_windows
+    from ttlab.worldmodel.data.windows import WindowDataset
+
+    if not cfg.val_list:
+        raise ValueError("--val-starts needs --val-list (the start indices pair with the listed files)")
+    if not isinstance(src, CSGOSource):
+        raise ValueError(f"--val-list: published split lists are read for CSGO data; {cfg.data} is "
+                         f"{type(src).__name__}")
+    train_eps, val_eps = published_split(src, cfg.val_list)
+    train = WindowDataset(src, split="train", action_stats=stats_path, episodes=train_eps, **kw)
+    fixed = published_windows(src, val_eps, cfg.val_starts, cfg.num_frames, cfg.frame_interval) \
+        if cfg.val_starts else None
+    val = WindowDataset(src, split="val", action_stats=train.action_stats, episodes=val_eps, windows=fixed, **kw)
     return train, val
 
 
