@@ -35,6 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from wm_evidence import git_rev, score_run  # noqa: E402
 
+CODE_COMMIT = git_rev()  # the code this process imports (later arms' `commit` is HEAD when the arm started)
+
 TARGETS = ("v", "x", "eps", "flow")
 INJECTIONS = ("additive", "adaln", "adaln_fuse", "film", "cross_attention")
 ARMS = tuple(f"pred_{t}" for t in TARGETS) + tuple(f"inj_{i}" for i in INJECTIONS)
@@ -90,7 +92,7 @@ def arm_result(arm: str, cfg, tr: dict, ev: dict, ro: dict, load_before, t0: flo
         "rollout": {"episodes": ro["episodes"], "horizon": ro["horizon"], "psnr": round(ro["psnr"], 3),
                     "ssim": round(ro["ssim"], 4), "copy_last_psnr": round(ro["baseline_copy_last/psnr"], 3),
                     "mean_frame_psnr": round(ro["baseline_mean_frame/psnr"], 3)},
-        "commit": commit, "commit_at_end": git_rev(), "nproc": os.cpu_count(), "torch_threads": threads,
+        "commit": commit, "commit_at_end": git_rev(), "code_commit": CODE_COMMIT, "nproc": os.cpu_count(), "torch_threads": threads,
         "loadavg_before": [round(x, 2) for x in load_before], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "wall_seconds": round(time.perf_counter() - t0, 1),
     }
