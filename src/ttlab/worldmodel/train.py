@@ -10,7 +10,9 @@ rebuild the model, which `eval`, `rollout` and `play` load).
 from __future__ import annotations
 
 import copy
+import json
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +26,7 @@ from torch.utils.data import DataLoader, Subset
 from ttlab.common.checkpoint import load_checkpoint, save_checkpoint
 from ttlab.common.config import to_dict
 from ttlab.worldmodel.diffusion import DiffusionConfig, Objective, sample_window
+from ttlab.worldmodel.distributed import GlobalBatchSampler, global_draws, launched_rank
 from ttlab.worldmodel.metrics import frame_metrics
 from ttlab.worldmodel.model import NanoWM, NanoWMConfig, size_config
 
@@ -100,9 +103,14 @@ class TrainConfig:
     device: str = "auto"
     """auto | cpu | cuda."""
     devices: int = 1
-    """GPUs per node (DDP when > 1 or num_nodes > 1)."""
+    """Processes per node: GPUs, or CPU processes with device=cpu (DDP when devices or num_nodes > 1; gloo on
+    CPU, NCCL on GPUs). batch_size is per process: the global batch is batch_size x devices x num_nodes."""
     num_nodes: int = 1
-    """Nodes for multi-node DDP."""
+    """Nodes for multi-node DDP (launch one `ttlab wm train` per node with the same --run-name; see README)."""
+    rank_invariant: bool = True
+    """Each step's global batch of clips and its noise are a function of (seed, step) and each process takes
+    its slice, so N processes of batch b give the loss curve of 1 process of batch N b. False: PyTorch
+    shuffling, DistributedSampler shards and the global RNG (what `pusht_cpu` was measured with)."""
     num_workers: int = 2
     """DataLoader worker processes."""
     n_ctx: int = 1
@@ -230,15 +238,23 @@ class WorldModelModule(L.LightningModule):
         self.obj = Objective(cfg.diffusion)
         self.codec = codec  # decodes latents for metrics/videos; None = pixels
         self.videos_logged_at = -1
+        self.loss_curve: list[tuple[int, float]] = []  # (step, global-batch mean loss) every log_every steps
 
     def on_fit_start(self) -> None:
         self.obj.to(self.device)
 
     def training_step(self, batch: dict[str, Any], idx: int) -> torch.Tensor:
-        loss, stats = self.obj.loss(self.model, batch["frames"], batch["actions"])
-        self.log("train/loss", loss, prog_bar=True)
-        self.log("train/mse", stats["mse"])
+        x, c = batch["frames"], self.cfg
+        draws = None
+        if c.rank_invariant:  # this process's slice of the global batch's draws
+            draws = global_draws(self.obj, x.shape[0], x.shape[1], tuple(x.shape[2:]), c.seed, self.global_step,
+                                 x.device)
+        loss, stats = self.obj.loss(self.model, x, batch["actions"], draws=draws)
+        self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)
+        self.log("train/mse", stats["mse"], sync_dist=self.trainer.world_size > 1)
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
+        if self.global_step % c.log_every == 0:  # the global-batch loss (a collective; a host sync, logged)
+            self.loss_curve.append((int(self.global_step), float(self.all_gather(loss.detach()).float().mean())))
         return loss
 
     def on_train_batch_end(self, outputs, batch, idx) -> None:
@@ -335,13 +351,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from lightning.pytorch.loggers import TensorBoardLogger
 
     from ttlab.common.device import resolve_device
-    from ttlab.common.runs import make_run_dir
 
     dev = resolve_device(cfg.device)
     if cfg.cpu_threads > 0 and dev.type == "cpu":
         torch.set_num_threads(cfg.cpu_threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    run = make_run_dir("wm", cfg, cfg.run_name or None, cfg.root, cfg.resume)
+    run = open_run_dir(cfg)
     codec = None
     if cfg.codec != "pixel":
         from ttlab.worldmodel.codecs.base import load_codec
@@ -353,16 +368,22 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     module = WorldModelModule(cfg, model_cfg, codec)
     val_sub = fixed_subset(val_ds, cfg.val_samples, cfg.seed)
     nw = cfg.num_workers
-    train_dl = DataLoader(train_ds, batch_size=cfg.batch_size, shuffle=True, drop_last=len(train_ds) >= cfg.batch_size,
-                          num_workers=nw, persistent_workers=nw > 0, pin_memory=dev.type == "cuda")
+    if cfg.rank_invariant:
+        train_dl = DataLoader(train_ds, batch_size=cfg.batch_size, sampler=GlobalBatchSampler(len(train_ds),
+                              cfg.batch_size, cfg.seed), drop_last=True, num_workers=nw, persistent_workers=nw > 0,
+                              pin_memory=dev.type == "cuda")
+    else:
+        train_dl = DataLoader(train_ds, batch_size=cfg.batch_size, shuffle=True,
+                              drop_last=len(train_ds) >= cfg.batch_size, num_workers=nw, persistent_workers=nw > 0,
+                              pin_memory=dev.type == "cuda")
     val_dl = DataLoader(val_sub, batch_size=min(cfg.batch_size, 16), shuffle=False, num_workers=0)
     accel = "gpu" if dev.type == "cuda" else "cpu"
     ckpt = ModelCheckpoint(dirpath=run.checkpoints, filename="{step}", every_n_train_steps=cfg.ckpt_every,
                            save_top_k=-1, save_last=True)
     guard = WallClockGuard(cfg.max_minutes) if cfg.max_minutes > 0 else None
     trainer = L.Trainer(
-        accelerator=accel, devices=cfg.devices if accel == "gpu" else 1, num_nodes=cfg.num_nodes,
-        strategy="ddp" if (cfg.devices > 1 or cfg.num_nodes > 1) else "auto",
+        accelerator=accel, devices=cfg.devices, num_nodes=cfg.num_nodes, strategy=ddp_strategy(cfg, accel),
+        use_distributed_sampler=not cfg.rank_invariant,
         precision=resolve_precision(cfg, accel), max_steps=cfg.max_steps, max_epochs=-1,
         gradient_clip_val=cfg.grad_clip or None, val_check_interval=cfg.val_every, check_val_every_n_epoch=None,
         logger=TensorBoardLogger(str(run.path), name="tb", version=""), callbacks=[
@@ -371,13 +392,52 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         log_every_n_steps=cfg.log_every, enable_progress_bar=cfg.progress_bar, num_sanity_val_steps=0,
         enable_model_summary=False)
     last = run.checkpoints / "last.ckpt"
+    os.environ[RUN_DIR_ENV] = str(run.path.resolve())  # the DDP processes Lightning launches write here too
     t0 = time.perf_counter()
     trainer.fit(module, train_dl, val_dl, ckpt_path=str(last) if cfg.resume and last.exists() else None)
     secs = time.perf_counter() - t0
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    if trainer.is_global_zero:
+        from ttlab.common.checkpoint import atomic_write_text
+
+        atomic_write_text(run.path / "loss_curve.json", json.dumps(
+            {"world_size": trainer.world_size, "batch_per_process": cfg.batch_size,
+             "global_batch": cfg.batch_size * trainer.world_size, "steps_losses": module.loss_curve}) + "\n")
     return {"run_dir": str(run.path), "steps": int(trainer.global_step), "max_steps": cfg.max_steps, "seconds": secs,
             "stopped_by_wall_clock": guard is not None and guard.stopped_at is not None,
-            "weights": str(run.checkpoints / "weights_latest"), "metrics": metrics}
+            "weights": str(run.checkpoints / "weights_latest"), "metrics": metrics,
+            "world_size": trainer.world_size, "loss_curve": module.loss_curve}
+
+
+RUN_DIR_ENV = "TTLAB_WM_RUN_DIR"
+
+
+def open_run_dir(cfg: TrainConfig):
+    """Rank 0 makes (or, with --resume, reopens) the run directory; the other DDP processes write into the same
+    one: the one rank 0 exported (processes Lightning launches on this node), or runs/wm/<run_name> (other
+    nodes, which need an explicit --run-name)."""
+    from ttlab.common.runs import RunDir, make_run_dir
+
+    if launched_rank() == 0:
+        return make_run_dir("wm", cfg, cfg.run_name or None, cfg.root, cfg.resume)
+    if os.environ.get(RUN_DIR_ENV):
+        return RunDir(Path(os.environ[RUN_DIR_ENV]))
+    if not cfg.run_name:
+        raise ValueError("multi-node training: pass the same --run-name on every node (rank > 0 found no run dir)")
+    path = Path(cfg.root) / "wm" / cfg.run_name
+    (path / "checkpoints").mkdir(parents=True, exist_ok=True)
+    return RunDir(path)
+
+
+def ddp_strategy(cfg: TrainConfig, accel: str):
+    """'auto' for one process; DDP over gloo (CPU) or NCCL (GPU) for several."""
+    if cfg.devices < 1 or cfg.num_nodes < 1:
+        raise ValueError(f"--devices {cfg.devices} --num-nodes {cfg.num_nodes}: both must be >= 1")
+    if cfg.devices * cfg.num_nodes == 1:
+        return "auto"
+    from lightning.pytorch.strategies import DDPStrategy
+
+    return DDPStrategy(process_group_backend="gloo" if accel == "cpu" else "nccl")
 
 
 @dataclass
@@ -413,7 +473,6 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = parse_config(TrainConfig, TRAIN_PRESETS, argv, prog="ttlab wm train")
     out = train(cfg)
-    import json
-
-    print(json.dumps(out, indent=2))
+    if launched_rank() == 0:
+        print(json.dumps(out, indent=2))
     return 0
