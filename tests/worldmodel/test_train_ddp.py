@@ -31,10 +31,32 @@ def test_ddp_two_cpu_processes_follow_the_one_process_loss_curve_with_the_same_g
     two = _train(tmp_path, "two", devices=2, batch=4)
     assert (one["world_size"], two["world_size"]) == (1, 2)
     assert one["global_batch"] == two["global_batch"] == 8
-    s1, l1 = zip(*one["steps_losses"])
-    s2, l2 = zip(*two["steps_losses"])
+    s1, l1 = zip(*one["steps_losses"], strict=True)
+    s2, l2 = zip(*two["steps_losses"], strict=True)
     assert s1 == s2 == tuple(range(8))
     assert l1 == pytest.approx(l2, rel=1e-4, abs=1e-6)  # same clips, same noise, averaged gradients
     # the comparison can fail: one process at half the global batch follows another curve
     half = _train(tmp_path, "half", devices=1, batch=4)
     assert half["steps_losses"][0][1] != pytest.approx(l1[0], rel=1e-3)
+
+
+def test_ranks_share_rank_zeros_run_dir(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from ttlab.worldmodel.presets import debug
+    from ttlab.worldmodel.train import RUN_DIR_ENV, open_run_dir
+
+    cfg = replace(debug(), root=str(tmp_path), run_name="r")
+    for k in ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK", RUN_DIR_ENV):
+        monkeypatch.delenv(k, raising=False)
+    zero = open_run_dir(cfg)
+    assert (zero.path / "config.json").is_file()
+    monkeypatch.setenv("LOCAL_RANK", "1")  # a process Lightning launched on this node: rank 0's directory
+    monkeypatch.setenv(RUN_DIR_ENV, str(zero.path))
+    assert open_run_dir(replace(cfg, run_name="")).path == zero.path
+    monkeypatch.delenv(RUN_DIR_ENV)
+    monkeypatch.setenv("NODE_RANK", "1")  # another node: the same --run-name, nothing created there
+    other = open_run_dir(replace(cfg, root=str(tmp_path / "node1")))
+    assert other.path == tmp_path / "node1" / "wm" / "r" and not other.path.exists()
+    with pytest.raises(ValueError, match="same --run-name on every node"):
+        open_run_dir(replace(cfg, run_name=""))

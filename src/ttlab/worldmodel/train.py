@@ -362,7 +362,10 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         from ttlab.worldmodel.codecs.base import load_codec
 
         codec = load_codec(cfg.codec, "cpu").requires_grad_(False)
-    train_ds, val_ds = build_datasets(cfg, run.file("action_stats.json"), codec)
+    stats = run.file("action_stats.json")
+    if launched_rank() > 0 and not stats.exists():
+        stats = None  # another node without rank 0's files: the same statistics, computed here, not saved
+    train_ds, val_ds = build_datasets(cfg, stats, codec)
     item = train_ds[0]
     model_cfg = build_model_config(cfg, tuple(item["frames"].shape[1:]), train_ds.action_dim)
     module = WorldModelModule(cfg, model_cfg, codec)
@@ -424,9 +427,7 @@ def open_run_dir(cfg: TrainConfig):
         return RunDir(Path(os.environ[RUN_DIR_ENV]))
     if not cfg.run_name:
         raise ValueError("multi-node training: pass the same --run-name on every node (rank > 0 found no run dir)")
-    path = Path(cfg.root) / "wm" / cfg.run_name
-    (path / "checkpoints").mkdir(parents=True, exist_ok=True)
-    return RunDir(path)
+    return RunDir(Path(cfg.root) / "wm" / cfg.run_name)  # rank 0 creates it (on a shared filesystem or not)
 
 
 def ddp_strategy(cfg: TrainConfig, accel: str):
