@@ -41,6 +41,32 @@ TARGETS = ("v", "x", "eps", "flow")
 INJECTIONS = ("additive", "adaln", "adaln_fuse", "film", "cross_attention")
 ARMS = tuple(f"pred_{t}" for t in TARGETS) + tuple(f"inj_{i}" for i in INJECTIONS)
 
+# The guide's tables (nano-world-model docs/training.md): PSNR / SSIM of NanoWM-B/2 after 50k steps on RT-1
+# (every arm), and PSNR / SSIM after 30k steps on DINO-WM PushT (injection arms only). Quoted, not measured here.
+GUIDE_RT1 = {"pred_v": (23.07, 0.760), "pred_x": (23.37, 0.783), "pred_eps": (21.89, 0.739),
+             "pred_flow": (23.54, 0.772), "inj_additive": (23.07, 0.760), "inj_adaln": (23.19, 0.762),
+             "inj_adaln_fuse": (23.10, 0.762), "inj_film": (23.20, 0.763), "inj_cross_attention": (20.82, 0.721)}
+GUIDE_PUSHT = {"inj_additive": (26.20, 0.962), "inj_adaln_fuse": (26.17, 0.961), "inj_adaln": (26.09, 0.960),
+               "inj_cross_attention": (25.95, 0.959), "inj_film": (25.88, 0.960)}
+
+
+def markdown_table(res: dict) -> str:
+    """The README table: each finished arm beside the guide's numbers (missing arms say so)."""
+    rows = ["| arm | windows PSNR (copy-last) | gain dB | SSIM | rollout PSNR (copy-last) | params | "
+            "guide RT-1 PSNR / SSIM | guide PushT PSNR / SSIM |", "|---|---|---|---|---|---|---|---|"]
+    for arm in ARMS:
+        g1 = "{:.2f} / {:.3f}".format(*GUIDE_RT1[arm])
+        g2 = "{:.2f} / {:.3f}".format(*GUIDE_PUSHT[arm]) if arm in GUIDE_PUSHT else "-"
+        r = res["arms"].get(arm)
+        if r is None:
+            rows.append(f"| {arm} | not run | | | | | {g1} | {g2} |")
+            continue
+        w, ro = r["windows"], r["rollout"]
+        rows.append(f"| {arm} | {w['psnr']:.2f} ({w['copy_last_psnr']:.2f}) | {w['gain_over_copy_last_db']:+.2f} | "
+                    f"{w['ssim']:.3f} | {ro['psnr']:.2f} ({ro['copy_last_psnr']:.2f}) | {r['config']['params_M']:.2f}M | "
+                    f"{g1} | {g2} |")
+    return "\n".join(rows)
+
 
 def native_diffusion(target: str):
     """The guide's native schedule for a prediction target, with clean context frames as the sampler gives them."""
@@ -119,7 +145,11 @@ def main() -> None:
     ap.add_argument("--eval-windows", type=int, default=256)
     ap.add_argument("--rollout-horizon", type=int, default=24)
     ap.add_argument("--out", default="benchmarks/results/wm_ablation.json")
+    ap.add_argument("--table", action="store_true", help="print the README table of the results JSON and exit")
     args = ap.parse_args()
+    if args.table:
+        print(markdown_table(json.loads((ROOT / args.out).read_text())))
+        return
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     for a in arms:
         if a not in ARMS:
