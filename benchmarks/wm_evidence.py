@@ -56,6 +56,17 @@ def strip_png(path: Path, rows: list[tuple[str, torch.Tensor]], scale: int = 2) 
     return path
 
 
+def score_run(run_dir: Path, windows: int = 256, horizon: int = 24) -> tuple[dict, dict]:
+    """The copy-last protocol on a trained run: `windows` fixed seeded held-out windows (1 context frame, the
+    rest predicted, per lag, beside copy-last / mean-frame baselines) with the run's own sampler, and
+    `horizon`-frame sliding-window rollouts from the first frame of every held-out episode."""
+    from ttlab.worldmodel.evaluate import EvalConfig, evaluate, heldout_rollouts
+
+    ev = evaluate(EvalConfig(weights=run_dir, num_samples=windows, device="cpu", video_clips=4, out=run_dir / "eval"))
+    ro = heldout_rollouts(run_dir, horizon=horizon, n_ctx=1, device="cpu")
+    return ev, ro
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="data/pusht64")
@@ -75,7 +86,6 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     from ttlab.worldmodel.data.pusht import generate_pusht
-    from ttlab.worldmodel.evaluate import EvalConfig, evaluate, heldout_rollouts
     from ttlab.worldmodel.model import count_parameters
     from ttlab.worldmodel.presets import pusht_cpu
     from ttlab.worldmodel.train import load_world_model, train
@@ -105,9 +115,7 @@ def main() -> None:
     wm = load_world_model(run_dir)
     print(f"trained to step {tr['steps']} in {tr['seconds']:.0f} s; evaluating", flush=True)
     t_eval = time.perf_counter()
-    ev = evaluate(EvalConfig(weights=run_dir, num_samples=args.eval_windows, device="cpu", video_clips=4,
-                             out=run_dir / "eval"))
-    ro = heldout_rollouts(run_dir, horizon=args.rollout_horizon, n_ctx=1, device="cpu")
+    ev, ro = score_run(run_dir, args.eval_windows, args.rollout_horizon)
     gt_ro, pred_ro = ro.pop("_first_batch")
     eval_secs = time.perf_counter() - t_eval
 

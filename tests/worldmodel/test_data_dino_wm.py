@@ -114,3 +114,62 @@ def test_length_mismatch_and_wrong_dtype(tmp_path):
         DinoWMSource(tmp_path)
     with pytest.raises(DataError, match="not a DINO-WM dataset"):
         DinoWMSource(tmp_path / "obses")
+
+
+def _pth_layout(root, lens, tmax=8):
+    (root / "obses").mkdir()
+    torch.save(torch.randn(len(lens), tmax, 4), root / "states.pth")
+    torch.save(torch.randn(len(lens), tmax, 2), root / "actions.pth")
+    for i in range(len(lens)):
+        torch.save(torch.from_numpy(frames_for(i, tmax)), root / "obses" / f"episode_{i:03d}.pth")
+
+
+@pytest.mark.parametrize("as_list", [[5, 8], [torch.tensor(5), torch.tensor(8)], (5, 8)])
+def test_seq_lengths_pth_saved_as_a_python_list_is_read_with_a_warning_naming_the_file(tmp_path, as_list):
+    _pth_layout(tmp_path, [5, 8])
+    torch.save(as_list, tmp_path / "seq_lengths.pth")  # what torch.save(list_of_lengths) writes
+    with pytest.warns(UserWarning, match=r"seq_lengths\.pth.*Python (list|tuple)"):
+        src = DinoWMSource(tmp_path)
+    assert [src.length(0), src.length(1)] == [5, 8]
+    torch.save({"lengths": [5, 8]}, tmp_path / "seq_lengths.pth")
+    with pytest.raises(DataError, match=r"seq_lengths\.pth: expected a tensor or a list of ints, found dict"):
+        DinoWMSource(tmp_path)
+    torch.save([5, 9], tmp_path / "seq_lengths.pth")
+    with pytest.warns(UserWarning), pytest.raises(DataError, match=r"episode 1 has length 9, outside 1\.\.8"):
+        DinoWMSource(tmp_path)
+
+
+def test_episode_cache_is_bounded_by_bytes_and_count():
+    from ttlab.worldmodel.data.episodes import EpisodeCache
+
+    ep = np.zeros((10, 4, 4, 3), np.uint8)  # 480 bytes
+    c = EpisodeCache(-1, max_bytes=2 * ep.nbytes)
+    for e in range(3):
+        c.put(e, ep.copy())
+    assert len(c) == 2 and c.get(0) is None and c.get(2) is not None and c.nbytes == 2 * ep.nbytes
+    c.put(9, np.zeros((100, 4, 4, 3), np.uint8))  # larger than the whole budget: not kept, nothing evicted
+    assert c.get(9) is None and len(c) == 2
+    counted = EpisodeCache(1, max_bytes=None)
+    counted.put(0, ep)
+    counted.put(1, ep)
+    assert len(counted) == 1 and counted.get(1) is not None
+    assert not EpisodeCache(0).enabled and not EpisodeCache(-1, max_bytes=0).enabled
+
+
+def test_default_cache_decodes_every_video_once_when_the_dataset_fits(tmp_path, monkeypatch):
+    import ttlab.worldmodel.data.dino_wm as dw
+
+    write_pusht(tmp_path)
+    decodes = []
+    real = dw.read_frames
+    monkeypatch.setattr(dw, "read_frames", lambda path, idx: decodes.append(path.name) or real(path, idx))
+    ds = WindowDataset(DinoWMSource(tmp_path), 3, 1, split="all")  # default: sized by memory, no count limit
+    for _ in range(2):
+        for i in range(len(ds)):
+            ds[i]
+    assert sorted(decodes) == [f"episode_{i:03d}.mp4" for i in range(3)]  # each video once, over 2 epochs
+    decodes.clear()
+    one = DinoWMSource(tmp_path, cache_bytes=16 * 16 * 3 * 9)  # room for one 9-frame episode only
+    for e in (0, 0, 1, 1, 0):
+        one.frames(e, [0])
+    assert decodes == ["episode_000.mp4", "episode_001.mp4", "episode_000.mp4"]  # a hit while kept; 1 evicts 0

@@ -270,3 +270,88 @@ def test_terminal_levels_are_pure_noise_and_fixed_context_count():
     assert (ctx.sum(1) == 2).all() and ctx[:, :2].all()
     with pytest.raises(ValueError, match="leaves no frame to predict"):
         obj.clean_prefix(2, 2, "cpu")
+
+
+@pytest.mark.parametrize("eta", [0.0, 0.6, 1.0])
+def test_ddim_step_matches_diffusers_ddim_scheduler_with_eta(eta):
+    from diffusers import DDIMScheduler
+
+    from ttlab.worldmodel.diffusion.samplers import ddim_step
+
+    ref = DDIMScheduler(num_train_timesteps=1000, beta_schedule="linear", clip_sample=False, set_alpha_to_one=True)
+    ref.set_timesteps(10)
+    obj = Objective(DiffusionConfig(target="eps", schedule="linear", zero_terminal_snr=False))
+    g = torch.Generator().manual_seed(0)
+    x_t, eps_pred, z = (torch.randn(1, 1, 3, 4, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    t = int(ref.timesteps[3])
+    t_prev = t - 1000 // 10
+    want = ref.step(eps_pred, t, x_t, eta=eta, variance_noise=z).prev_sample
+    lvl, lvl_prev = torch.full((1, 1), t), torch.full((1, 1), t_prev)
+    x0, eps = obj.x0_eps(eps_pred, x_t, lvl)
+    ab, ab_prev = (obj._bcast(obj.schedule.abar_at(v), x_t).double() for v in (lvl, lvl_prev))
+    got = ddim_step(x0, eps, ab, ab_prev, eta, z)
+    assert torch.allclose(got.float(), want.float(), atol=1e-5)
+
+
+class _TinyDenoiser(torch.nn.Module):
+    """A tiny NanoWM for sampler tests, counting its calls and the levels its context frames were fed at."""
+
+    def __init__(self):
+        super().__init__()
+        from ttlab.worldmodel.model import NanoWM, size_config
+
+        torch.manual_seed(0)
+        self.net = NanoWM(size_config("tiny", input_size=8, hidden=32, depth=2, heads=2))
+        with torch.no_grad():
+            for p in self.net.parameters():
+                p.add_(torch.randn_like(p) * 0.05)
+        self.calls, self.ctx_t = 0, set()
+
+    def forward(self, x, t, a):
+        self.calls += 1
+        self.ctx_t.add(float(t[0, 0]))
+        return self.net(x, t, a)
+
+
+def test_official_default_sampler_is_sequential_250_steps_history_002_on_a_tiny_model():
+    from ttlab.worldmodel.diffusion.samplers import OFFICIAL_SAMPLER
+
+    assert OFFICIAL_SAMPLER == {"mode": "sequential", "n_steps": 250, "history_noise": 0.02}
+    obj = Objective(DiffusionConfig(target="v"))
+    model = _TinyDenoiser()
+    ctx = torch.rand(1, 1, 3, 8, 8) * 2 - 1
+    out = sample_window(model, obj, ctx, torch.randn(1, 3, 2), n_gen=2, generator=torch.Generator().manual_seed(0),
+                        mode=OFFICIAL_SAMPLER["mode"], n_steps=OFFICIAL_SAMPLER["n_steps"],
+                        history_noise=OFFICIAL_SAMPLER["history_noise"])
+    assert model.calls == 250 * 2  # sequential: each generated frame gets its own 250 steps
+    assert model.ctx_t == {19.0}  # the context frame is always fed at 2% noise: timestep 19 of 1000
+    assert torch.equal(out[:, :1], ctx) and torch.isfinite(out).all()
+
+
+def test_stochastic_ddim_eta_on_a_tiny_model():
+    obj = Objective(DiffusionConfig(target="v"))
+    model = _TinyDenoiser()
+    ctx, acts = torch.rand(2, 1, 3, 8, 8) * 2 - 1, torch.randn(2, 3, 2)
+
+    def run(eta, seed):
+        return sample_window(model, obj, ctx, acts, n_gen=2, n_steps=6, eta=eta,
+                             generator=torch.Generator().manual_seed(seed))
+
+    det, s1, s1b, s2 = run(0.0, 0), run(1.0, 0), run(1.0, 0), run(1.0, 1)
+    assert torch.equal(s1, s1b)  # seeded: reproducible
+    assert not torch.allclose(s1[:, 1:], det[:, 1:], atol=1e-3)  # eta adds noise along the way
+    assert not torch.allclose(s1[:, 1:], s2[:, 1:], atol=1e-3)
+    assert torch.equal(s1[:, :1], ctx)
+    flow = Objective(DiffusionConfig(target="flow", zero_terminal_snr=False, snr_gamma=0.0))
+    with pytest.raises(ValueError, match="eta"):
+        sample_window(model, flow, ctx, acts, n_gen=2, n_steps=2, eta=0.5)
+
+
+def test_eval_and_rollout_resolve_the_official_sampler_flag():
+    from ttlab.worldmodel.evaluate import EvalConfig, RolloutConfig, sampler_settings
+
+    for cls in (EvalConfig, RolloutConfig):
+        off = sampler_settings(cls(official_sampler=True, steps=3, mode="pyramid"), run_steps=1)
+        assert (off.steps, off.mode, off.history_noise) == (250, "sequential", 0.02)
+        own = sampler_settings(cls(), run_steps=7)
+        assert (own.steps, own.mode, own.history_noise, own.eta) == (7, "full_sequence", 0.0, 0.0)

@@ -15,9 +15,33 @@ def _meta_params(name: str, **kw) -> int:
         return count_parameters(NanoWM(size_config(name, action_dim=7, **kw)))
 
 
-@pytest.mark.parametrize("name,expected,tol", [("S/2", 39.8e6, 0.05e6), ("B/2", 158.6e6, 0.05e6), ("L/2", 460e6, 10e6)])
-def test_size_presets_match_guide_parameter_counts(name, expected, tol):
+@pytest.mark.parametrize("name,expected,tol", [("S/2", 39.8e6, 0.05e6), ("B/2", 158.6e6, 0.05e6),
+                                               ("L/2", 558.66e6, 0.01e6)])
+def test_size_presets_match_official_parameter_counts(name, expected, tol):
     assert abs(_meta_params(name) - expected) <= tol
+
+
+def _formula_params(cfg) -> int:
+    """Parameters of NanoWM written out by hand (independent of the module code)."""
+    D, hd, m, p, C, A = cfg.hidden, cfg.hidden // cfg.heads, int(cfg.hidden * cfg.mlp_ratio), cfg.patch_size, \
+        cfg.in_channels, cfg.action_dim
+    block = (3 * D * D + 3 * D) + (D * D + D) + 2 * hd + 3 * D * m + (6 * D * D + 6 * D)
+    block += {"adaln": 6 * D * D + 6 * D, "film": 2 * D * D + 2 * D,
+              "cross_attention": 4 * D * D + 4 * D}.get(cfg.injection, 0)
+    embed = (C * p * p * D + D) + cfg.tokens_per_frame * D + (256 * D + D + D * D + D) + (A * D + D + D * D + D)
+    head = (2 * D * D + 2 * D) + (D * p * p * C + p * p * C)
+    return cfg.depth * block + embed + head
+
+
+@pytest.mark.parametrize("inj", INJECTIONS)
+def test_official_l2_is_24_blocks_558m_not_the_guides_460m(inj):
+    cfg = size_config("L/2", action_dim=2, injection=inj)
+    assert (cfg.hidden, cfg.depth, cfg.heads, cfg.patch_size) == (1024, 24, 16, 2)  # the published NanoWM_L_2
+    with torch.device("meta"):
+        model = NanoWM(cfg)
+    assert count_parameters(model) == _formula_params(cfg)
+    if inj == "additive":
+        assert round(count_parameters(model) / 1e6, 2) == 558.66
 
 
 @pytest.mark.parametrize("inj,expected", [("film", 172.8e6), ("cross_attention", 187.0e6)])
@@ -90,6 +114,34 @@ def test_action_path_learns_from_zero_init(inj):
     with torch.no_grad():
         diff = (model(x, t, a) - model(x, t, a + 1.0)).abs().max()
     assert diff > 1e-7
+
+
+def test_adaln_fuse_final_layer_is_modulated_by_the_timestep_only():
+    model = NanoWM(size_config("tiny", injection="adaln_fuse"))
+    _randomize(model, seed=2)
+    seen = {}
+    model.final_ada.register_forward_hook(lambda mod, inp, out: seen.update(inp=inp[0]))  # returns None
+    x, t, a = _inputs()
+    model(x, t, a)
+    expected = torch.nn.functional.silu(model.t_embed(t))[:, :, None]  # (B, F, 1, D): no action in it
+    assert torch.allclose(seen["inp"], expected, atol=1e-6)
+    # and the blocks still see timestep + action: the output depends on the actions of frames > 0
+    assert not torch.allclose(model(x, t, a), model(x, t, a + 1.0), atol=1e-4)
+
+
+@pytest.mark.parametrize("inj", INJECTIONS)
+def test_frame0_gets_the_null_action_whatever_the_data_holds(inj):
+    model = NanoWM(size_config("tiny", injection=inj))
+    _randomize(model, seed=3)  # biases too: the embedding of a zero action is not zero
+    x, t, a = _inputs()
+    a0 = a.clone()
+    a0[:, 0] = torch.randn(2, 2) * 5
+    assert torch.allclose(model(x, t, a), model(x, t, a0), atol=1e-6)
+    # the old behaviour (embedding the pipeline's zeros = the mean action) is a different conditioning
+    old = NanoWM(size_config("tiny", injection=inj, null_first_action=False))
+    old.load_state_dict(model.state_dict())
+    a[:, 0] = 0
+    assert not torch.allclose(model(x, t, a), old(x, t, a), atol=1e-4)
 
 
 def test_rope_relative_position_property():

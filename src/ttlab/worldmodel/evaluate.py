@@ -72,6 +72,11 @@ class EvalConfig:
     """Scheduling matrix: full_sequence | pyramid | sequential."""
     history_noise: float = 0.0
     """History-stabilisation noise level of context frames (fraction of the way to pure noise)."""
+    eta: float = 0.0
+    """DDIM stochasticity (0 = deterministic DDIM, 1 = DDPM posterior noise; v/x/eps targets only)."""
+    official_sampler: bool = False
+    """The official code's default sampler: sequential scheduling, 250 steps, history noise 0.02 (overrides
+    steps, mode and history_noise)."""
     metrics: MetricWeights = field(default_factory=MetricWeights)
     """Local weights for LPIPS / FID (Inception) / FVD (I3D)."""
     video_clips: int = 4
@@ -86,6 +91,17 @@ class EvalConfig:
     """Seed of the subset and the sampling noise."""
     device: str = "auto"
     """auto | cpu | cuda."""
+
+
+def sampler_settings(cfg, run_steps: int):
+    """An Eval/RolloutConfig with its sampler resolved: the official default sampler when asked for, else
+    `steps` 0 -> the run's own `sample_steps`."""
+    from ttlab.worldmodel.diffusion.samplers import OFFICIAL_SAMPLER
+
+    if cfg.official_sampler:
+        o = OFFICIAL_SAMPLER
+        return replace(cfg, steps=o["n_steps"], mode=o["mode"], history_noise=o["history_noise"])
+    return replace(cfg, steps=cfg.steps if cfg.steps > 0 else run_steps)
 
 
 def _run_dir(weights: Path) -> Path:
@@ -135,10 +151,10 @@ def evaluate(cfg: EvalConfig) -> dict:
     codec = _codec(wm.train_cfg, dev)
     train_ds, val_ds = build_datasets(tc, _run_dir(cfg.weights) / "action_stats.json", codec)
     ds = {"val": val_ds, "train": train_ds}.get(cfg.split, val_ds)
-    sub = fixed_subset(ds, cfg.num_samples, cfg.seed)
+    # published fixed windows (e.g. Vid2World CSGO start indices) are scored all, in order; else a seeded subset
+    sub = ds if getattr(ds, "fixed_windows", False) else fixed_subset(ds, cfg.num_samples, cfg.seed)
     dl = torch.utils.data.DataLoader(sub, batch_size=cfg.batch_size, shuffle=False)
-    if cfg.steps <= 0:
-        cfg = replace(cfg, steps=tc.sample_steps)
+    cfg = sampler_settings(cfg, tc.sample_steps)
     learned = LearnedMetrics(cfg.metrics, dev)
     # latents: the decoded mean latent, which approximates the mean frame
     mean_frame = _decode(codec, mean_train_frame(train_ds, cfg.seed)[None, None].to(dev))[0, 0]  # (C, H, W)
@@ -151,7 +167,7 @@ def evaluate(cfg: EvalConfig) -> dict:
     for batch in dl:
         x, a = batch["frames"].to(dev), batch["actions"].to(dev)
         pred = sample_window(wm.model, wm.obj, x[:, :cfg.n_ctx], a, x.shape[1] - cfg.n_ctx, cfg.steps, cfg.mode,
-                             cfg.history_noise, clip=1.0 if codec is None else None, generator=g)
+                             cfg.history_noise, clip=1.0 if codec is None else None, generator=g, eta=cfg.eta)
         pp, gp = _decode(codec, pred), _decode(codec, x)
         if cfg.quantize:
             pp = quantize(pp)
@@ -170,6 +186,7 @@ def evaluate(cfg: EvalConfig) -> dict:
     video = write_mp4(out_dir / "gt_vs_pred.mp4", side_by_side(torch.cat(vid_gt)[:cfg.video_clips],
                                                                 torch.cat(vid_pred)[:cfg.video_clips]), fps=4)
     report = {"step": wm.step, "samples": n, "n_ctx": cfg.n_ctx, "steps": cfg.steps, "mode": cfg.mode,
+              "history_noise": cfg.history_noise, "eta": cfg.eta,
               "metrics": res, "psnr_gain_over_copy_last_db": res["psnr"] - res["baseline_copy_last/psnr"],
               "skipped": learned.skipped, "video": str(video)}
     from ttlab.common.checkpoint import atomic_write_text
@@ -207,6 +224,11 @@ class RolloutConfig:
     """Scheduling matrix: full_sequence | pyramid | sequential."""
     history_noise: float = 0.0
     """History-stabilisation noise level."""
+    eta: float = 0.0
+    """DDIM stochasticity (0 = deterministic DDIM, 1 = DDPM posterior noise; v/x/eps targets only)."""
+    official_sampler: bool = False
+    """The official code's default sampler: sequential scheduling, 250 steps, history noise 0.02 (overrides
+    steps, mode and history_noise)."""
     out: Path = Path("")
     """Output directory (default: <run>/rollout)."""
     seed: int = 0
@@ -239,8 +261,7 @@ def rollout_run(cfg: RolloutConfig) -> dict:
     tc = from_dict(TrainConfig, wm.train_cfg)
     codec = _codec(wm.train_cfg, dev)
     iv = tc.frame_interval
-    if cfg.steps <= 0:
-        cfg = replace(cfg, steps=tc.sample_steps)
+    cfg = sampler_settings(cfg, tc.sample_steps)
     gt = None
     if str(cfg.actions) in ("", ".") or str(cfg.start) in ("", "."):
         src = open_episodes(tc)
@@ -262,7 +283,8 @@ def rollout_run(cfg: RolloutConfig) -> dict:
         x0 = codec.encode(x0[0])[None]
     g = torch.Generator(device=dev).manual_seed(cfg.seed)
     out = rollout(wm.model, wm.obj, x0, acts, window=tc.num_frames, n_ctx=cfg.n_ctx, n_steps=cfg.steps,
-                  mode=cfg.mode, history_noise=cfg.history_noise, clip=1.0 if codec is None else None, generator=g)
+                  mode=cfg.mode, history_noise=cfg.history_noise, clip=1.0 if codec is None else None, generator=g,
+                  eta=cfg.eta)
     frames = _decode(codec, out)[0].cpu()  # (horizon, 3, H, W)
     out_dir = cfg.out if str(cfg.out) not in ("", ".") else _run_dir(cfg.weights) / "rollout"
     res: dict = {"frames": int(frames.shape[0]), "window": tc.num_frames, "n_ctx": cfg.n_ctx}

@@ -10,7 +10,9 @@ rebuild the model, which `eval`, `rollout` and `play` load).
 from __future__ import annotations
 
 import copy
+import json
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +26,7 @@ from torch.utils.data import DataLoader, Subset
 from ttlab.common.checkpoint import load_checkpoint, save_checkpoint
 from ttlab.common.config import to_dict
 from ttlab.worldmodel.diffusion import DiffusionConfig, Objective, sample_window
+from ttlab.worldmodel.distributed import GlobalBatchSampler, global_draws, launched_rank
 from ttlab.worldmodel.metrics import frame_metrics
 from ttlab.worldmodel.model import NanoWM, NanoWMConfig, size_config
 
@@ -44,15 +47,27 @@ class TrainConfig:
     """Raw steps between kept frames (their actions are concatenated)."""
     val_fraction: float = 0.1
     """Fraction of episodes held out for validation (split by episode)."""
+    val_list: str = ""
+    """CSGO: a published split list (Vid2World `test_split*.txt`, one file name per line): those episodes are
+    the validation set, every other file trains (replaces val_fraction)."""
+    val_starts: str = ""
+    """CSGO, with val_list: published start indices (Vid2World `csgo_validation_start_indices*.npy`): validation
+    window i starts at raw step starts[i] of the i-th listed file in sorted path order; eval scores them all."""
     toy_episodes: int = 64
     """Episodes of the toy dataset (data=toy)."""
-    episode_cache: int = 8
-    """Decoded episodes each video reader (dino_wm, lerobot) keeps in memory (LRU); more than the dataset
-    holds means every video is decoded once."""
+    episode_cache: int = -1
+    """Decoded episodes each video reader (dino_wm, lerobot) keeps in memory (LRU); -1 = as many as `cache_mb`
+    holds (a dataset that fits is decoded once), 0 disables."""
+    cache_mb: float = 0.0
+    """Decode-cache budget per reader process in MiB (the main process and each DataLoader worker hold one);
+    0 = a quarter of the memory available at start, shared by the reader processes."""
     size: str = "S/2"
     """Model size: S/2 | B/2 | L/2 | tiny."""
     injection: str = "additive"
     """Action injection: additive | adaln | adaln_fuse | film | cross_attention."""
+    null_first_action: bool = True
+    """Frame 0 of every clip gets the null action (a zero embedding, as the official model does); False embeds
+    the pipeline's zeros, i.e. the mean action (the behaviour the `pusht_cpu` evidence was measured with)."""
     patch_size: int = 0
     """Override the size's patch side (0 keeps it)."""
     hidden: int = 0
@@ -88,9 +103,14 @@ class TrainConfig:
     device: str = "auto"
     """auto | cpu | cuda."""
     devices: int = 1
-    """GPUs per node (DDP when > 1 or num_nodes > 1)."""
+    """Processes per node: GPUs, or CPU processes with device=cpu (DDP when devices or num_nodes > 1; gloo on
+    CPU, NCCL on GPUs). batch_size is per process: the global batch is batch_size x devices x num_nodes."""
     num_nodes: int = 1
-    """Nodes for multi-node DDP."""
+    """Nodes for multi-node DDP (launch one `ttlab wm train` per node with the same --run-name; see README)."""
+    rank_invariant: bool = True
+    """Each step's global batch of clips and its noise are a function of (seed, step) and each process takes
+    its slice, so N processes of batch b give the loss curve of 1 process of batch N b. False: PyTorch
+    shuffling, DistributedSampler shards and the global RNG (what `pusht_cpu` was measured with)."""
     num_workers: int = 2
     """DataLoader worker processes."""
     n_ctx: int = 1
@@ -136,7 +156,17 @@ def build_model_config(cfg: TrainConfig, frame_shape: tuple[int, ...], action_di
     over = {k: v for k, v in (("patch_size", cfg.patch_size), ("hidden", cfg.hidden), ("depth", cfg.depth),
                               ("heads", cfg.heads)) if v}
     return size_config(cfg.size, input_size=H, in_channels=C, action_dim=action_dim, injection=cfg.injection,
-                       max_frames=max(64, cfg.num_frames), **over)
+                       max_frames=max(64, cfg.num_frames), null_first_action=cfg.null_first_action, **over)
+
+
+def cache_bytes(cfg: TrainConfig) -> int:
+    """The decode-cache budget of one reader process: `cache_mb`, or a quarter of the available memory shared
+    by the reader processes (DataLoader workers, or the main process when there are none)."""
+    from ttlab.worldmodel.data.episodes import default_cache_bytes
+
+    if cfg.cache_mb < 0:
+        raise ValueError(f"--cache-mb {cfg.cache_mb}: must be >= 0 (0 = from the available memory)")
+    return int(cfg.cache_mb * 2**20) if cfg.cache_mb > 0 else default_cache_bytes(max(cfg.num_workers, 1))
 
 
 def open_episodes(cfg: TrainConfig):
@@ -147,7 +177,7 @@ def open_episodes(cfg: TrainConfig):
     from ttlab.worldmodel.data.sources import detect_format, open_source
 
     kind = detect_format(cfg.data) if cfg.format == "auto" else cfg.format
-    kw = {"cache": cfg.episode_cache} if kind in ("dino_wm", "lerobot") else {}
+    kw = {"cache": cfg.episode_cache, "cache_bytes": cache_bytes(cfg)} if kind in ("dino_wm", "lerobot") else {}
     return open_source(cfg.data, kind, **kw)
 
 
@@ -158,8 +188,28 @@ def build_datasets(cfg: TrainConfig, stats_path: Path | None, codec=None):
     enc = codec if (codec is not None and not src.is_latent and cfg.codec != "pixel") else None
     kw = dict(num_frames=cfg.num_frames, frame_interval=cfg.frame_interval, val_fraction=cfg.val_fraction,
               seed=cfg.seed, codec=enc)
+    if cfg.val_list or cfg.val_starts:
+        return published_datasets(cfg, src, stats_path, kw)
     train = WindowDataset(src, split="train", action_stats=stats_path, **kw)
     val = WindowDataset(src, split="val" if cfg.val_fraction > 0 else "train", action_stats=train.action_stats, **kw)
+    return train, val
+
+
+def published_datasets(cfg: TrainConfig, src, stats_path: Path | None, kw: dict):
+    """Train/val from a published CSGO split list (and fixed start indices when given)."""
+    from ttlab.worldmodel.data.csgo import CSGOSource, published_split, published_windows
+    from ttlab.worldmodel.data.windows import WindowDataset
+
+    if not cfg.val_list:
+        raise ValueError("--val-starts needs --val-list (the start indices pair with the listed files)")
+    if not isinstance(src, CSGOSource):
+        raise ValueError(f"--val-list: published split lists are read for CSGO data; {cfg.data} is "
+                         f"{type(src).__name__}")
+    train_eps, val_eps = published_split(src, cfg.val_list)
+    train = WindowDataset(src, split="train", action_stats=stats_path, episodes=train_eps, **kw)
+    fixed = published_windows(src, val_eps, cfg.val_starts, cfg.num_frames, cfg.frame_interval) \
+        if cfg.val_starts else None
+    val = WindowDataset(src, split="val", action_stats=train.action_stats, episodes=val_eps, windows=fixed, **kw)
     return train, val
 
 
@@ -188,15 +238,23 @@ class WorldModelModule(L.LightningModule):
         self.obj = Objective(cfg.diffusion)
         self.codec = codec  # decodes latents for metrics/videos; None = pixels
         self.videos_logged_at = -1
+        self.loss_curve: list[tuple[int, float]] = []  # (step, global-batch mean loss) every log_every steps
 
     def on_fit_start(self) -> None:
         self.obj.to(self.device)
 
     def training_step(self, batch: dict[str, Any], idx: int) -> torch.Tensor:
-        loss, stats = self.obj.loss(self.model, batch["frames"], batch["actions"])
-        self.log("train/loss", loss, prog_bar=True)
-        self.log("train/mse", stats["mse"])
+        x, c = batch["frames"], self.cfg
+        draws = None
+        if c.rank_invariant:  # this process's slice of the global batch's draws
+            draws = global_draws(self.obj, x.shape[0], x.shape[1], tuple(x.shape[2:]), c.seed, self.global_step,
+                                 x.device)
+        loss, stats = self.obj.loss(self.model, x, batch["actions"], draws=draws)
+        self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)
+        self.log("train/mse", stats["mse"], sync_dist=self.trainer.world_size > 1)
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
+        if self.global_step % c.log_every == 0:  # the global-batch loss (a collective; a host sync, logged)
+            self.loss_curve.append((int(self.global_step), float(self.all_gather(loss.detach()).float().mean())))
         return loss
 
     def on_train_batch_end(self, outputs, batch, idx) -> None:
@@ -293,34 +351,42 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from lightning.pytorch.loggers import TensorBoardLogger
 
     from ttlab.common.device import resolve_device
-    from ttlab.common.runs import make_run_dir
 
     dev = resolve_device(cfg.device)
     if cfg.cpu_threads > 0 and dev.type == "cpu":
         torch.set_num_threads(cfg.cpu_threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    run = make_run_dir("wm", cfg, cfg.run_name or None, cfg.root, cfg.resume)
+    run = open_run_dir(cfg)
     codec = None
     if cfg.codec != "pixel":
         from ttlab.worldmodel.codecs.base import load_codec
 
         codec = load_codec(cfg.codec, "cpu").requires_grad_(False)
-    train_ds, val_ds = build_datasets(cfg, run.file("action_stats.json"), codec)
+    stats = run.file("action_stats.json")
+    if launched_rank() > 0 and not stats.exists():
+        stats = None  # another node without rank 0's files: the same statistics, computed here, not saved
+    train_ds, val_ds = build_datasets(cfg, stats, codec)
     item = train_ds[0]
     model_cfg = build_model_config(cfg, tuple(item["frames"].shape[1:]), train_ds.action_dim)
     module = WorldModelModule(cfg, model_cfg, codec)
     val_sub = fixed_subset(val_ds, cfg.val_samples, cfg.seed)
     nw = cfg.num_workers
-    train_dl = DataLoader(train_ds, batch_size=cfg.batch_size, shuffle=True, drop_last=len(train_ds) >= cfg.batch_size,
-                          num_workers=nw, persistent_workers=nw > 0, pin_memory=dev.type == "cuda")
+    if cfg.rank_invariant:
+        train_dl = DataLoader(train_ds, batch_size=cfg.batch_size, sampler=GlobalBatchSampler(len(train_ds),
+                              cfg.batch_size, cfg.seed), drop_last=True, num_workers=nw, persistent_workers=nw > 0,
+                              pin_memory=dev.type == "cuda")
+    else:
+        train_dl = DataLoader(train_ds, batch_size=cfg.batch_size, shuffle=True,
+                              drop_last=len(train_ds) >= cfg.batch_size, num_workers=nw, persistent_workers=nw > 0,
+                              pin_memory=dev.type == "cuda")
     val_dl = DataLoader(val_sub, batch_size=min(cfg.batch_size, 16), shuffle=False, num_workers=0)
     accel = "gpu" if dev.type == "cuda" else "cpu"
     ckpt = ModelCheckpoint(dirpath=run.checkpoints, filename="{step}", every_n_train_steps=cfg.ckpt_every,
                            save_top_k=-1, save_last=True)
     guard = WallClockGuard(cfg.max_minutes) if cfg.max_minutes > 0 else None
     trainer = L.Trainer(
-        accelerator=accel, devices=cfg.devices if accel == "gpu" else 1, num_nodes=cfg.num_nodes,
-        strategy="ddp" if (cfg.devices > 1 or cfg.num_nodes > 1) else "auto",
+        accelerator=accel, devices=cfg.devices, num_nodes=cfg.num_nodes, strategy=ddp_strategy(cfg, accel),
+        use_distributed_sampler=not cfg.rank_invariant,
         precision=resolve_precision(cfg, accel), max_steps=cfg.max_steps, max_epochs=-1,
         gradient_clip_val=cfg.grad_clip or None, val_check_interval=cfg.val_every, check_val_every_n_epoch=None,
         logger=TensorBoardLogger(str(run.path), name="tb", version=""), callbacks=[
@@ -329,13 +395,50 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         log_every_n_steps=cfg.log_every, enable_progress_bar=cfg.progress_bar, num_sanity_val_steps=0,
         enable_model_summary=False)
     last = run.checkpoints / "last.ckpt"
+    os.environ[RUN_DIR_ENV] = str(run.path.resolve())  # the DDP processes Lightning launches write here too
     t0 = time.perf_counter()
     trainer.fit(module, train_dl, val_dl, ckpt_path=str(last) if cfg.resume and last.exists() else None)
     secs = time.perf_counter() - t0
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    if trainer.is_global_zero:
+        from ttlab.common.checkpoint import atomic_write_text
+
+        atomic_write_text(run.path / "loss_curve.json", json.dumps(
+            {"world_size": trainer.world_size, "batch_per_process": cfg.batch_size,
+             "global_batch": cfg.batch_size * trainer.world_size, "steps_losses": module.loss_curve}) + "\n")
     return {"run_dir": str(run.path), "steps": int(trainer.global_step), "max_steps": cfg.max_steps, "seconds": secs,
             "stopped_by_wall_clock": guard is not None and guard.stopped_at is not None,
-            "weights": str(run.checkpoints / "weights_latest"), "metrics": metrics}
+            "weights": str(run.checkpoints / "weights_latest"), "metrics": metrics,
+            "world_size": trainer.world_size, "loss_curve": module.loss_curve}
+
+
+RUN_DIR_ENV = "TTLAB_WM_RUN_DIR"
+
+
+def open_run_dir(cfg: TrainConfig):
+    """Rank 0 makes (or, with --resume, reopens) the run directory; the other DDP processes write into the same
+    one: the one rank 0 exported (processes Lightning launches on this node), or runs/wm/<run_name> (other
+    nodes, which need an explicit --run-name)."""
+    from ttlab.common.runs import RunDir, make_run_dir
+
+    if launched_rank() == 0:
+        return make_run_dir("wm", cfg, cfg.run_name or None, cfg.root, cfg.resume)
+    if os.environ.get(RUN_DIR_ENV):
+        return RunDir(Path(os.environ[RUN_DIR_ENV]))
+    if not cfg.run_name:
+        raise ValueError("multi-node training: pass the same --run-name on every node (rank > 0 found no run dir)")
+    return RunDir(Path(cfg.root) / "wm" / cfg.run_name)  # rank 0 creates it (on a shared filesystem or not)
+
+
+def ddp_strategy(cfg: TrainConfig, accel: str):
+    """'auto' for one process; DDP over gloo (CPU) or NCCL (GPU) for several."""
+    if cfg.devices < 1 or cfg.num_nodes < 1:
+        raise ValueError(f"--devices {cfg.devices} --num-nodes {cfg.num_nodes}: both must be >= 1")
+    if cfg.devices * cfg.num_nodes == 1:
+        return "auto"
+    from lightning.pytorch.strategies import DDPStrategy
+
+    return DDPStrategy(process_group_backend="gloo" if accel == "cpu" else "nccl")
 
 
 @dataclass
@@ -354,7 +457,9 @@ def load_world_model(path: str | Path, device: str | torch.device = "cpu", ema: 
     if p.is_dir():
         p = p / "checkpoints" / "weights_latest" if (p / "checkpoints").is_dir() else p / "weights_latest"
     state = load_checkpoint(p, map_location=device)
-    model = NanoWM(NanoWMConfig(**state["model_cfg"])).to(device)
+    mc = dict(state["model_cfg"])
+    mc.setdefault("null_first_action", False)  # weights saved before the option embedded frame 0's zeros
+    model = NanoWM(NanoWMConfig(**mc)).to(device)
     model.load_state_dict(state["ema" if ema else "model"])
     tc = state["train_cfg"]
     obj = Objective(DiffusionConfig(**tc["diffusion"]), device)
@@ -369,7 +474,6 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = parse_config(TrainConfig, TRAIN_PRESETS, argv, prog="ttlab wm train")
     out = train(cfg)
-    import json
-
-    print(json.dumps(out, indent=2))
+    if launched_rank() == 0:
+        print(json.dumps(out, indent=2))
     return 0

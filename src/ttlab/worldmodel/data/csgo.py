@@ -6,11 +6,18 @@
 
 Files are ordered by their number (natural sort), so `_10` comes after `_2`. Frames are returned RGB.
 Files are opened per read (never held open), which keeps DataLoader workers safe.
+
+Published splits (Vid2World's CSGO release): a text file naming the validation/test episodes, one file name
+per line (`test_split*.txt`; every other file is training data), and a .npy of start indices
+(`csgo_validation_start_indices*.npy`): validation window i is the i-th listed file *in sorted path order*
+(Python string order over the paths, as Vid2World's `file_list.sort()`: `_10` before `_2`), starting at raw
+step `starts[i]`. `published_split` and `published_windows` read them, so numbers are comparable.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,3 +118,68 @@ class CSGOSource(BaseSource):
         while len(self._actions) > self._actions_cache:
             self._actions.popitem(last=False)
         return a
+
+
+def read_split_list(path: str | Path) -> list[str]:
+    """A Vid2World split list: one episode file name per line (blank lines ignored) -> the file names."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError("split list not found", path=path)
+    names = [Path(line.strip()).name for line in path.read_text().splitlines() if line.strip()]
+    if not names:
+        raise DataError("split list names no file", path=path)
+    return names
+
+
+def published_split(source: CSGOSource, split_list: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """(train, val) episode indices of `source` for a Vid2World split list: val = the listed files in sorted
+    path order (Vid2World's order), train = every other file in the source's order. Listed files missing from
+    the directory are a warning naming the list (the numbers are then not the published ones); none found is
+    an error."""
+    names = read_split_list(split_list)
+    listed = set(names)
+    by_name: dict[str, list[int]] = {}
+    for e, p in enumerate(source.files):
+        by_name.setdefault(p.name, []).append(e)
+    dup = sorted(n for n in listed if len(by_name.get(n, [])) > 1)
+    if dup:
+        raise DataError(f"{len(dup)} listed file name(s) occur in several folders (e.g. {dup[0]}); the split is "
+                        f"ambiguous", path=split_list)
+    missing = [n for n in names if n not in by_name]
+    if len(missing) == len(listed):
+        raise DataError(f"none of the {len(listed)} listed files is in {source.root}", path=split_list)
+    if missing:
+        warnings.warn(f"{split_list}: {len(missing)} of {len(listed)} listed files are not in {source.root} (first: "
+                      f"{missing[0]}); the validation set is not the published one", stacklevel=2)
+    val = sorted((by_name[n][0] for n in listed if n in by_name),
+                 key=lambda e: str(source.files[e].relative_to(source.root)))
+    val_set = set(val)
+    train = [e for e in range(len(source)) if e not in val_set]
+    return np.asarray(train, dtype=np.int64), np.asarray(val, dtype=np.int64)
+
+
+def published_windows(source: CSGOSource, val: np.ndarray, starts_path: str | Path, num_frames: int,
+                      frame_interval: int = 1) -> list[tuple[int, int]]:
+    """Fixed validation windows: (val[i], starts[i]) for every validation episode i (in `published_split`'s
+    order), from a Vid2World start-index .npy. Extra start indices are unused, as in Vid2World; too few, or a
+    window that runs past its episode, is an error naming the file and the index."""
+    path = Path(starts_path)
+    if not path.is_file():
+        raise DataError("start-index file not found", path=path)
+    try:
+        starts = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as e:
+        raise DataError(f"not a .npy array ({type(e).__name__}: {e})", path=path) from None
+    if starts.ndim != 1 or not np.issubdtype(starts.dtype, np.integer):
+        raise DataError(f"start indices must be a 1-D integer array, got {starts.dtype} {starts.shape}", path=path)
+    if len(starts) < len(val):
+        raise DataError(f"{len(starts)} start indices for {len(val)} validation episodes", path=path)
+    span = (num_frames - 1) * frame_interval + 1
+    out = []
+    for i, e in enumerate(val.tolist()):
+        s, t = int(starts[i]), source.length(e)
+        if s < 0 or s + span > t:
+            raise DataError(f"start index {i} = {s}: a {num_frames}-frame window (interval {frame_interval}) does "
+                            f"not fit episode {source.files[e].name} of {t} frames", path=path)
+        out.append((int(e), s))
+    return out

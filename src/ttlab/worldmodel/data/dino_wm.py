@@ -8,18 +8,20 @@
 
 Episodes are zero-padded to T in the tensors; the episode's length is its seq_length (or T). Tensors
 are read with `torch.load(weights_only=True)`; seq_lengths.pkl with an unpickler that accepts plain
-numbers and arrays only.
+numbers and arrays only. A seq_lengths.pth holding a Python list of ints (or of 0-d tensors) instead of a
+tensor is accepted, as the official loader accepts it, with a warning naming the file.
 """
 
 from __future__ import annotations
 
 import pickle
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from ttlab.worldmodel.data.episodes import BaseSource, DataError, EpisodeCache
+from ttlab.worldmodel.data.episodes import BaseSource, DataError, EpisodeCache, default_cache_bytes
 from ttlab.worldmodel.data.video import read_frames
 
 
@@ -50,6 +52,27 @@ def load_tensor(path: Path) -> np.ndarray:
     return x.numpy() if x.dtype != torch.bfloat16 else x.float().numpy()
 
 
+def load_lengths(path: Path) -> np.ndarray:
+    """seq_lengths.pth: a tensor of ints, or (lenient, with a warning naming the file) a list/tuple of ints or
+    0-d tensors, which is what `torch.save(list_of_lengths)` writes."""
+    import torch
+
+    if not path.is_file():
+        raise DataError("file not found", path=path)
+    try:
+        x = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises RuntimeError / UnpicklingError / EOFError for bad files
+        raise DataError(f"cannot read tensor file ({type(e).__name__}: {e})", path=path) from None
+    if isinstance(x, torch.Tensor):
+        return x.numpy().astype(np.int64).reshape(-1)
+    if isinstance(x, (list, tuple)) and all(isinstance(v, (int, np.integer)) or
+                                            (isinstance(v, torch.Tensor) and v.numel() == 1) for v in x):
+        warnings.warn(f"{path}: seq_lengths holds a Python {type(x).__name__} of {len(x)} lengths, not a tensor; "
+                      f"reading it as the episode lengths (the DINO-WM loader accepts both)", stacklevel=2)
+        return np.asarray([int(v) for v in x], dtype=np.int64)
+    raise DataError(f"expected a tensor or a list of ints, found {type(x).__name__}", path=path)
+
+
 def to_uint8_rgb(x: np.ndarray, path: Path) -> np.ndarray:
     """(T, H, W, C) or (T, C, H, W) frames, C in {3, 4}, uint8 or float (0..1 or 0..255) -> uint8 (T, H, W, 3)."""
     if x.ndim != 4:
@@ -71,13 +94,15 @@ def to_uint8_rgb(x: np.ndarray, path: Path) -> np.ndarray:
 
 
 class DinoWMSource(BaseSource):
-    """A DINO-WM dataset directory. `relative` picks rel_actions.pth over abs_actions.pth (PushT);
-    `cache` decoded episodes are kept (LRU) so windows of one episode decode its video once."""
+    """A DINO-WM dataset directory. `relative` picks rel_actions.pth over abs_actions.pth (PushT).
+    Decoded episodes are kept (LRU) so windows of one episode decode its video once: at most `cache` of them
+    (-1: no count limit) and at most `cache_bytes` bytes (None: `default_cache_bytes()`, a quarter of the
+    memory available)."""
 
-    def __init__(self, root: str | Path, relative: bool = True, cache: int = 8):
+    def __init__(self, root: str | Path, relative: bool = True, cache: int = -1, cache_bytes: int | None = None):
         self.root = root = Path(root)
         self.relative = relative
-        self._cache = EpisodeCache(cache)
+        self._cache = EpisodeCache(cache, default_cache_bytes() if cache_bytes is None else cache_bytes)
         if not root.is_dir():
             raise DataError("dataset directory not found", path=root)
         if (root / "000000" / "obses.pth").is_file():
@@ -121,7 +146,7 @@ class DinoWMSource(BaseSource):
                 raise DataError(f"cannot read sequence lengths ({type(e).__name__}: {e})", path=pkl) from None
             where = pkl
         elif pth.is_file():
-            lengths, where = load_tensor(pth).astype(np.int64).reshape(-1), pth
+            lengths, where = load_lengths(pth), pth
         else:
             return np.full(n, t_max, dtype=np.int64)
         if len(lengths) != n:
@@ -153,7 +178,7 @@ class DinoWMSource(BaseSource):
         idx = self._frame_idx(e, idx)
         try:
             full = self._cache.get(e)
-            if full is None and self.layout == "pusht" and self._cache.size == 0:
+            if full is None and self.layout == "pusht" and not self._cache.enabled:
                 return read_frames(self.obs_path(e), idx)  # decode only up to the last frame asked for
             if full is None:
                 full = self._read_all(e)

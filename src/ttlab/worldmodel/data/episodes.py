@@ -8,6 +8,7 @@ is a `DataError` whose message names the episode and the file: `episode 3: .../e
 
 from __future__ import annotations
 
+import os
 import sys
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -207,12 +208,34 @@ class SubsetSource(BaseSource):
         self.source.check(self._src(e))
 
 
-class EpisodeCache:
-    """Least-recently-used decoded episodes (readers keep `size` of them; 0 disables)."""
+def default_cache_bytes(readers: int = 1, fraction: float = 0.25) -> int:
+    """A decode-cache budget per reader process: `fraction` of the memory available now, shared by `readers`
+    processes (the main process or each DataLoader worker holds its own cache)."""
+    try:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not POSIX: assume 8 GiB
+        avail = 8 << 30
+    return int(avail * fraction / max(readers, 1))
 
-    def __init__(self, size: int):
-        self.size = max(int(size), 0)
+
+class EpisodeCache:
+    """Least-recently-used decoded episodes, bounded by a count (`size`; -1 = no count limit, 0 disables) and by
+    the bytes they hold (`max_bytes`; None = no byte limit). With `size=-1` the cache is sized by memory: it
+    keeps every episode of a dataset that fits the budget (each video decoded once per reader), and as many
+    as fit otherwise. An episode larger than the whole budget is not kept."""
+
+    def __init__(self, size: int, max_bytes: int | None = None):
+        self.size = -1 if int(size) < 0 else int(size)
+        self.max_bytes = None if max_bytes is None else max(int(max_bytes), 0)
+        self.nbytes = 0
         self._items: OrderedDict[int, np.ndarray] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def enabled(self) -> bool:
+        return self.size != 0 and self.max_bytes != 0
 
     def get(self, e: int) -> np.ndarray | None:
         x = self._items.get(e)
@@ -221,12 +244,16 @@ class EpisodeCache:
         return x
 
     def put(self, e: int, x: np.ndarray) -> None:
-        if self.size == 0:
+        if not self.enabled or (self.max_bytes is not None and x.nbytes > self.max_bytes):
             return
+        old = self._items.pop(e, None)
+        self.nbytes -= 0 if old is None else old.nbytes
         self._items[e] = x
-        self._items.move_to_end(e)
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
+        self.nbytes += x.nbytes
+        while (self.size >= 0 and len(self._items) > self.size) or \
+                (self.max_bytes is not None and self.nbytes > self.max_bytes):
+            _, dropped = self._items.popitem(last=False)
+            self.nbytes -= dropped.nbytes
 
 
 def drop_bad(source: EpisodeSource, skip_bad: bool = True,

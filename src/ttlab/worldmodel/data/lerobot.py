@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ttlab.worldmodel.data.episodes import BaseSource, DataError, EpisodeCache
+from ttlab.worldmodel.data.episodes import BaseSource, DataError, EpisodeCache, default_cache_bytes
 from ttlab.worldmodel.data.video import decode_image, read_frames
 
 PREFERRED_IMAGE_KEYS = ("observation.images.image", "observation.image")
@@ -39,10 +39,11 @@ def column_to_numpy(col: Any) -> np.ndarray:
 
 
 class LeRobotSource(BaseSource):
-    """A LeRobot dataset directory; `cache` decoded episodes are kept (LRU)."""
+    """A LeRobot dataset directory. Decoded episodes are kept (LRU): at most `cache` (-1: no count limit) and
+    at most `cache_bytes` bytes (None: `default_cache_bytes()`, a quarter of the memory available)."""
 
     def __init__(self, root: str | Path, image_key: str | None = None, action_key: str = "action",
-                 state_key: str = "observation.state", cache: int = 8):
+                 state_key: str = "observation.state", cache: int = -1, cache_bytes: int | None = None):
         self.root = root = Path(root)
         info_path = root / "meta" / "info.json"
         if not info_path.is_file():
@@ -72,7 +73,7 @@ class LeRobotSource(BaseSource):
         self.is_video = self.features[image_key]["dtype"] == "video"
         self.state_key = state_key if state_key in self.features else None
         self.action_dim = int(np.prod(self.features[action_key].get("shape", [1])))
-        self._frames = EpisodeCache(cache)
+        self._frames = EpisodeCache(cache, default_cache_bytes() if cache_bytes is None else cache_bytes)
         self._columns: dict[int, dict[str, np.ndarray]] = {}  # episode -> {"action": (T, A), "state": (T, S)}
         self._files: dict[Path, dict[str, np.ndarray]] = {}  # v3 data file -> columns (few kept)
         if self.major == 2:
@@ -240,7 +241,7 @@ class LeRobotSource(BaseSource):
             full = self._frames.get(e)
             if full is not None:
                 return full[idx]
-            if self._frames.size == 0:
+            if not self._frames.enabled:
                 return self._decode(e, idx)
             full = self._decode(e, np.arange(self.length(e)))
             self._frames.put(e, full)

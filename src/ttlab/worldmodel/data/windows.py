@@ -132,11 +132,16 @@ class WindowDataset(torch.utils.data.Dataset):
     `action_stats`: an `ActionStats`, a JSON path (loaded if it exists, else computed from the training
     episodes and saved there), or None (computed, not saved). Stats always come from the training
     episodes of the split (all episodes for `split="all"`), so train and val normalise alike.
+
+    `episodes` replaces the seeded split by a given list (e.g. a published split; stats, when computed, come
+    from these episodes, so give the training set's `action_stats` to a validation set), and `windows` fixes
+    the windows to given (episode, start) pairs in that order (`fixed_windows`; e.g. published start indices).
     """
 
     def __init__(self, source: EpisodeSource, num_frames: int, frame_interval: int = 1, split: str = "train",
                  val_fraction: float = 0.1, seed: int = 0, action_stats: ActionStats | str | Path | None = None,
-                 codec: Any = None):
+                 codec: Any = None, episodes: np.ndarray | None = None,
+                 windows: list[tuple[int, int]] | None = None):
         if num_frames < 1 or frame_interval < 1:
             raise ValueError(f"num_frames and frame_interval must be >= 1, got {num_frames}, {frame_interval}")
         if split not in SPLITS:
@@ -144,13 +149,25 @@ class WindowDataset(torch.utils.data.Dataset):
         self.source, self.codec = source, codec
         self.num_frames, self.frame_interval, self.split = num_frames, frame_interval, split
         n = len(source)
-        train_eps, val_eps = split_episodes(n, val_fraction, seed)
-        eps = {"train": train_eps, "val": val_eps, "all": np.arange(n, dtype=np.int64)}[split]
+        if episodes is not None:  # a given split (e.g. a published list): these episodes, stats from them
+            eps = np.asarray(episodes, dtype=np.int64).reshape(-1)
+            train_eps = eps
+        else:
+            train_eps, val_eps = split_episodes(n, val_fraction, seed)
+            eps = {"train": train_eps, "val": val_eps, "all": np.arange(n, dtype=np.int64)}[split]
         if len(eps) == 0:
             raise DataError(f"split {split!r} is empty: {n} episode(s) with val_fraction {val_fraction}")
         self.raw_action_dim = int(source.action_dim)
         self.action_dim = self.raw_action_dim * frame_interval
-        self.action_stats = self._stats(action_stats, np.arange(n) if split == "all" else train_eps)
+        self.action_stats = self._stats(action_stats, np.arange(n) if split == "all" and episodes is None
+                                        else train_eps)
+        self.fixed_windows = windows is not None
+        if windows is not None:  # fixed (episode, start) windows, in the given order (published protocols)
+            self.episodes = eps
+            self.skipped_short = 0
+            self.index_episode = np.array([w[0] for w in windows], dtype=np.int64)
+            self.index_start = np.array([w[1] for w in windows], dtype=np.int64)
+            return
 
         lengths = np.array([source.length(int(e)) for e in eps], dtype=np.int64)
         starts = [window_starts(int(t), num_frames, frame_interval) for t in lengths]

@@ -163,13 +163,24 @@ class Objective:
             pred = pred.float() + anchor.float()  # fp32: a bf16 anchor would lose the copy's exactness
         return pred
 
-    def loss(self, model, x0: torch.Tensor, actions: torch.Tensor, generator=None) -> tuple[torch.Tensor, dict]:
-        """Weighted per-frame MSE of the target over the noised frames; returns (scalar loss, detached stats)."""
+    def draw(self, batch: int, frames: int, shape: tuple[int, ...], device, generator=None,
+             dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
+        """A training step's random draws for `batch` clips of `frames` frames of `shape` (C, H, W): the noise
+        level per frame (B, F), the clean-context mask (B, F) and the noise (B, F, C, H, W)."""
+        level = self.sample_training_levels(batch, frames, device, generator)  # (B, F)
+        ctx = self.clean_prefix(batch, frames, device, generator)  # (B, F) clean context frames, no loss
+        eps = torch.randn((batch, frames, *shape), generator=generator, device=device, dtype=dtype)
+        return {"level": level, "ctx": ctx, "eps": eps}
+
+    def loss(self, model, x0: torch.Tensor, actions: torch.Tensor, generator=None,
+             draws: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, dict]:
+        """Weighted per-frame MSE of the target over the noised frames; returns (scalar loss, detached stats).
+        `draws` (from `draw`) replaces drawing the levels, context mask and noise here."""
         B, Fr = x0.shape[:2]
-        level = self.sample_training_levels(B, Fr, x0.device, generator)  # (B, F)
-        ctx = self.clean_prefix(B, Fr, x0.device, generator)  # (B, F) clean context frames, no loss
-        level = torch.where(ctx, self.clean_level(level), level)
-        eps = torch.randn(x0.shape, generator=generator, device=x0.device, dtype=x0.dtype)
+        d = draws if draws is not None else self.draw(B, Fr, tuple(x0.shape[2:]), x0.device, generator, x0.dtype)
+        ctx = d["ctx"]
+        level = torch.where(ctx, self.clean_level(d["level"]), d["level"])
+        eps = d["eps"].to(x0.dtype)
         x_t = self.noised(x0, eps, level)  # (B, F, C, H, W)
         anchor = None
         if self.cfg.residual:  # every clip starts clean (checked in the config): its last clean frame

@@ -19,7 +19,8 @@ from ttlab.worldmodel.diffusion.samplers import sample_window
 @torch.no_grad()
 def rollout(model, obj: Objective, start: torch.Tensor, actions: torch.Tensor, window: int, n_ctx: int | None = None,
             n_steps: int = 20, mode: str = "full_sequence", history_noise: float = 0.0, clip: float | None = None,
-            generator: torch.Generator | None = None, autocast_dtype: torch.dtype | None = None) -> torch.Tensor:
+            generator: torch.Generator | None = None, autocast_dtype: torch.dtype | None = None,
+            eta: float = 0.0) -> torch.Tensor:
     """start (B, Fs, C, H, W), actions (B, H, A) for the whole horizon H >= Fs -> frames (B, H, C, H, W)."""
     B, Fs = start.shape[:2]
     H = actions.shape[1]
@@ -37,7 +38,7 @@ def rollout(model, obj: Objective, start: torch.Tensor, actions: torch.Tensor, w
         acts = actions[:, k - n_ctx:k + n_gen].clone()  # (B, n_ctx + n_gen, A)
         acts[:, 0] = 0  # the window's first frame: as in training
         win = sample_window(model, obj, ctx, acts, n_gen, n_steps, mode, history_noise, clip, generator,
-                            autocast_dtype)
+                            autocast_dtype, eta)
         out[:, k:k + n_gen] = win[:, n_ctx:]
         k += n_gen
     return out

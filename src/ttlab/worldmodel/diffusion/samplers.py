@@ -13,7 +13,13 @@ with noise drawn once, and are never overwritten.
 
 The deterministic step is the same for both families: predict (x0, eps) at the current level and
 re-noise them to the next one. For DDPM levels this is DDIM with eta = 0; for flow levels it equals an
-Euler step x + (s' - s) u (`flow_euler_step`, checked in the tests).
+Euler step x + (s' - s) u (`flow_euler_step`, checked in the tests). `eta > 0` (DDPM targets only) is
+stochastic DDIM (`ddim_step`, checked against diffusers' DDIMScheduler); eta = 1 is DDPM's posterior noise.
+
+Defaults here are the fast ones (full_sequence, the run's own step count, clean history). The official
+code's default sampler is `OFFICIAL_SAMPLER`: sequential scheduling (one frame at a time), 250 steps per
+frame and history frames re-noised to level 0.02 (2% of the way to pure noise: timestep 19 of 1000);
+`ttlab wm eval|rollout --official-sampler` selects it.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import torch
 from ttlab.worldmodel.diffusion.objective import Objective
 
 MODES = ("full_sequence", "pyramid", "sequential")
+OFFICIAL_SAMPLER = {"mode": "sequential", "n_steps": 250, "history_noise": 0.02}
 
 
 def scheduling_matrix(mode: str, n_steps: int, n_frames: int) -> torch.Tensor:
@@ -45,11 +52,21 @@ def flow_euler_step(x: torch.Tensor, u: torch.Tensor, s: torch.Tensor, s_next: t
     return x + (s_next - s) * u
 
 
+def ddim_step(x0: torch.Tensor, eps: torch.Tensor, abar: torch.Tensor, abar_next: torch.Tensor, eta: float,
+              noise: torch.Tensor | None) -> torch.Tensor:
+    """DDIM from level abar to abar_next (> abar, less noisy) given the predicted (x0, eps):
+    x' = sqrt(abar') x0 + sqrt(1 - abar' - sigma^2) eps + sigma z,
+    sigma = eta sqrt((1 - abar') / (1 - abar)) sqrt(1 - abar / abar')  (Song et al. 2021, eq. 16)."""
+    sigma = eta * ((1 - abar_next) / (1 - abar).clamp(min=1e-12)).sqrt() * (1 - abar / abar_next).clamp(min=0).sqrt()
+    out = abar_next.sqrt() * x0 + (1 - abar_next - sigma**2).clamp(min=0).sqrt() * eps
+    return out if noise is None or eta == 0 else out + sigma * noise
+
+
 @torch.no_grad()
 def sample_window(model, obj: Objective, context: torch.Tensor, actions: torch.Tensor, n_gen: int,
                   n_steps: int = 20, mode: str = "full_sequence", history_noise: float = 0.0,
                   clip: float | None = None, generator: torch.Generator | None = None,
-                  autocast_dtype: torch.dtype | None = None) -> torch.Tensor:
+                  autocast_dtype: torch.dtype | None = None, eta: float = 0.0) -> torch.Tensor:
     """Generate `n_gen` frames after `context` (B, Fc, C, H, W) given actions (B, Fc + n_gen, A).
 
     Returns the whole window (B, Fc + n_gen, C, H, W) with the context frames unchanged.
@@ -58,6 +75,9 @@ def sample_window(model, obj: Objective, context: torch.Tensor, actions: torch.T
     Fr = Fc + n_gen
     if actions.shape[1] != Fr:
         raise ValueError(f"sample_window: actions cover {actions.shape[1]} frames, need {Fr} (context + generated)")
+    if eta < 0 or (eta > 0 and obj.flow):
+        raise ValueError(f"sample_window: eta={eta}: stochastic DDIM needs eta >= 0 and a DDPM target (v, x, eps), "
+                         f"not {obj.cfg.target!r}" if eta > 0 else f"sample_window: eta={eta} must be >= 0")
     dev = context.device
     M = scheduling_matrix(mode, n_steps, n_gen).to(dev)  # (R, n_gen)
     shape = (B, Fr, *context.shape[2:])
@@ -82,7 +102,12 @@ def sample_window(model, obj: Objective, context: torch.Tensor, actions: torch.T
         x0, eps = obj.x0_eps(pred.float().to(x.dtype), x_in, lvl_in)
         if clip is not None:
             x0 = x0.clamp(-clip, clip)
-        x_new = obj.noised(x0, eps, lvl_next)  # re-noise to the next level (clean where next = 0)
+        if eta > 0:
+            ab, ab_next = (obj._bcast(obj.schedule.abar_at(v), x) for v in (lvl_in, lvl_next))
+            z = torch.randn(x.shape, generator=generator, device=dev, dtype=x.dtype)
+            x_new = ddim_step(x0, eps, ab, ab_next, eta, z)
+        else:
+            x_new = obj.noised(x0, eps, lvl_next)  # re-noise to the next level (clean where next = 0)
         moving = (m_next < m_now) & ~is_clean  # (B, F)
         x = torch.where(moving[:, :, None, None, None], x_new, x)
         done = moving & (m_next == 0)

@@ -1,9 +1,12 @@
 """Action conditioning: the action MLP and the five ways its embedding enters a transformer block.
 
-The action embedding of frame t comes from the action that *led to* frame t. That shift-by-one is done
-by the data pipeline (`WindowDataset`: frame 0 gets zeros), so the model embeds `actions[:, t]` for frame t
-as given and never shifts again (the published code shifted a second time inside the model when the data
-had already done it).
+The action embedding of frame t comes from the action that *led to* frame t. Here that shift-by-one is
+done by the data pipeline (`WindowDataset`: row 0 of a window is zeros, row t the actions between frames
+t-1 and t), so the model embeds `actions[:, t]` for frame t as given and never shifts again. The published
+code splits the same single shift the other way: its dataset returns unshifted actions and its model
+shifts once (frame t gets emb(a_{t-1})) and gives frame 0 a zero embedding -- the *null action*.
+`NanoWMConfig.null_first_action` (default on) does the same: frame 0's embedding is exactly zero, not the
+embedding of the pipeline's zeros (which, after normalisation, is the mean action).
 
 Modes (`NanoWMConfig.injection`), each applied in every block, spatial and temporal alike:
 
@@ -11,16 +14,21 @@ Modes (`NanoWMConfig.injection`), each applied in every block, spatial and tempo
 |-----------------|-----------------------------------------|----------------------------|
 | additive        | `x <- x + a` before the block           | 0                          |
 | adaln           | own adaLN MLP, added to the 6 mod terms | 6 D^2                      |
-| adaln_fuse      | `c <- c + a` (timestep + action)        | 0                          |
+| adaln_fuse      | `c <- c + a` (timestep + action) in the blocks; the final layer sees the timestep only | 0 |
 | film            | `x <- (1 + g) x + b` after attention    | 2 D^2                      |
 | cross_attention | gated cross-attention to action tokens  | 4 D^2                      |
 
 Every added path starts at exactly zero, so at init the model is the action-free adaLN-Zero DiT, and
 exactly ONE factor of each path is zeroed so that it still gets a gradient: for additive / adaln_fuse the
 action MLP's last layer; for adaln / film / cross_attention the injection's own output layer, with the
-action MLP left at its normal init. (The published code zeroed both the action MLP and the injection's
-output -- and for cross-attention a gate too -- which leaves the product with zero gradient: those arms
-never saw the action beyond a bias.)
+action MLP left at its normal init.
+
+The published code differs at init: its `ActionEmbedder` zeroes its last layer, but the model's
+`initialize_weights` then re-initialises every linear layer (xavier) and does not zero it again, so the
+action MLP starts non-zero in every mode. Its adaLN and FiLM arms (zeroed output layer, non-zero action
+embedding) therefore learn from the action. Its cross-attention arm zeroes both the output projection and
+a per-channel gate multiplying it: each gets a zero gradient while the other is zero, so that arm never
+learns to use the action. Here cross-attention has no gate; only its output projection starts at zero.
 """
 
 from __future__ import annotations

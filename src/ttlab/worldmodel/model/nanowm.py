@@ -49,6 +49,10 @@ class NanoWMConfig:
     """Longest clip the temporal RoPE table covers."""
     causal: bool = True
     """Frame-causal temporal attention."""
+    null_first_action: bool = True
+    """Frame 0's action embedding is exactly zero (the official model's null action: nothing led to the first
+    frame of a clip), whatever `actions[:, 0]` holds. False embeds `actions[:, 0]` as given (the data
+    pipeline's zeros, i.e. the *mean* action after normalisation: the behaviour before this option)."""
 
     def __post_init__(self) -> None:
         check_injection(self.injection)
@@ -214,10 +218,13 @@ class NanoWM(nn.Module):
         dt = self.patch.weight.dtype
         tok = self.patch(x.reshape(B * Fr, C, H, W).to(dt))  # (BF, D, g, g)
         h = tok.flatten(2).transpose(1, 2).reshape(B, Fr, g * g, -1) + self.pos_embed  # (B, F, P, D)
-        c = self.t_embed(t)  # (B, F, D)
+        c_time = self.t_embed(t)  # (B, F, D)
         a = self.a_embed(actions.to(dt))  # (B, F, D)
+        if cfg.null_first_action:
+            a = torch.cat([torch.zeros_like(a[:, :1]), a[:, 1:]], dim=1)  # frame 0: the null action
+        c = c_time
         if cfg.injection == "adaln_fuse":
-            c, a = c + a, None
+            c, a = c_time + a, None
         c_s, c_t = c[:, :, None], c[:, None]  # spatial (B, F, 1, D); temporal (B, 1, F, D)
         a_s, a_t = (a[:, :, None], a[:, None]) if a is not None else (None, None)
         space = (self.space_cos, self.space_sin)
@@ -229,7 +236,8 @@ class NanoWM(nn.Module):
                 h = h.transpose(1, 2)  # (B, P, F, D)
                 h = blk(h, c_t, a_t, a_t, time, causal=cfg.causal)
                 h = h.transpose(1, 2)  # (B, F, P, D)
-        shift, scale = self.final_ada(F.silu(c_s)).chunk(2, dim=-1)  # (B, F, 1, D) each
+        # the final layer is modulated by the timestep only, in every mode (adaln_fuse included), as officially
+        shift, scale = self.final_ada(F.silu(c_time[:, :, None])).chunk(2, dim=-1)  # (B, F, 1, D) each
         out = self.final(modulate(self.final_norm(h), shift, scale))  # (B, F, P, p*p*C)
         out = out.reshape(B, Fr, g, g, p, p, C).permute(0, 1, 6, 2, 4, 3, 5)  # (B, F, C, g, p, g, p)
         return out.reshape(B, Fr, C, H, W)
