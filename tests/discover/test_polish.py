@@ -69,3 +69,17 @@ def test_exactly_feasible_repairs_float_rounding_above_one():
     c, ok, _ = exact_c5(fixed)
     assert ok and fixed.max() == 1.0 and np.abs(fixed - h).max() < 1e-14
     assert float(c) == pytest.approx(ErdosTask().verify(h).score, abs=1e-13)
+
+
+def test_exactly_feasible_repairs_a_larger_shortfall_with_pieces_at_one():
+    # a polished construction with pieces at 1 whose sum is 1e-11 short of n/2 (more than ulps can repair)
+    from ttlab.discover.polish import exactly_feasible
+
+    rng = np.random.default_rng(0)
+    h = rng.uniform(0.2, 0.8, 600)
+    h[100:110] = 1.0
+    h[200:] *= (300 - h[:200].sum()) / h[200:].sum()
+    h[300] -= 1e-11
+    assert not exact_c5(h)[1]
+    fixed = exactly_feasible(h)
+    assert exact_c5(fixed)[1] and fixed.max() == 1.0 and np.abs(fixed - h).max() < 1e-10

@@ -75,15 +75,23 @@ def pick(task, items: list[tuple], name: str) -> tuple[str, np.ndarray, float]:
 
 
 def exactly_feasible(h: np.ndarray) -> np.ndarray:
-    """Erdős: h whose exact rescale stays <= 1 (float rounding can leave the max 1e-16 above 1).
+    """Erdős: h whose exact rescale stays <= 1 (float rounding can leave the max a little above 1).
 
-    Mass is added to the piece nearest 0.5 in steps of a few ulps until n max(h) <= 2 sum(h) holds in exact
-    arithmetic; the max is untouched, so the function changes by ~1e-15 and C5 is recomputed afterwards."""
+    The exact shortfall n max(h) / 2 - sum(h) (zero or a few ulps of the sum, more when pieces sit at 1) is
+    added to the piece nearest 0.5, rounded up, then a few ulps more until n max(h) <= 2 sum(h) holds in
+    exact arithmetic; the max is untouched, so the function changes by about the shortfall and C5 is
+    recomputed afterwards."""
     from fractions import Fraction
 
     h = np.asarray(h, dtype=np.float64).copy()
     n = h.size
     j = int(np.argmin(np.abs(h - 0.5)))
+    fr = [Fraction(float(x)) for x in h]
+    need = n * max(fr) / 2 - sum(fr)
+    if need > 0:
+        target = Fraction(float(h[j])) + need
+        x = float(target)
+        h[j] = x if Fraction(x) >= target else np.nextafter(x, 1.0)
     for _ in range(200):
         fr = [Fraction(float(x)) for x in h]
         if n * max(fr) <= 2 * sum(fr):
