@@ -39,3 +39,13 @@ def test_cli_verify(tmp_path, capsys):
     assert discover_main(["verify", "erdos", str(tmp_path / "missing.json")]) == 2
     assert "missing.json" in capsys.readouterr().out
     assert discover_main(["search", "--help"]) == 0
+
+
+def test_program_weights_are_parsed_and_bad_ones_refused():
+    from ttlab.discover.loop import DEFAULT_PROGRAM_WEIGHTS, parse_program_weights
+
+    assert parse_program_weights("lse=3,minimax=0.5", "erdos") == {"lse": 3.0, "minimax": 0.5}
+    assert parse_program_weights(DEFAULT_PROGRAM_WEIGHTS["erdos"], "erdos") == {"lse": 3.0}
+    for bad in ["foo=1", "lse", "lse=x", "lse=-1", "adam=0,local=0,lse=0,minimax=0,slp=0"]:
+        with pytest.raises(ValueError, match="program-weights"):
+            parse_program_weights(bad, "erdos")

@@ -123,7 +123,11 @@ def cmd_search(argv: list[str]) -> int:
     from ttlab.discover.loop import PRESETS, SearchConfig, run_search
 
     cfg = parse_config(SearchConfig, PRESETS, argv=argv, prog="ttlab discover search")
-    rec = run_search(cfg)
+    try:
+        rec = run_search(cfg)
+    except ValueError as e:
+        print(f"ttlab discover search: {e}")
+        return 2
     return 0 if rec.get("valid") else 1
 
 

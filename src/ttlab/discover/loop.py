@@ -62,6 +62,9 @@ class SearchConfig:
     """Children kept per parent at each flush."""
     max_roots: int = 16
     """Roots kept at each flush."""
+    program_weights: str = ""
+    """Library proposer: relative weights per program, e.g. `lse=3,minimax=1` (others 1; empty: the task's
+    default, Erdős `lse=3`)."""
     seed: int = 0
     """Seed of the initial states and of the proposer."""
     run_name: str | None = None
@@ -109,9 +112,37 @@ def best_record(task: Task, tree: PUCTTree) -> dict:
     return out
 
 
+DEFAULT_PROGRAM_WEIGHTS = {"erdos": "lse=3"}
+"""Library proposer weights when --program-weights is empty: Erdős favours the smoothed minimax, the one
+program that both finds new basins (graduated multistart) and descends at large n (see benchmarks/discover_search.py)."""
+
+
+def parse_program_weights(spec: str, task: str) -> dict[str, float]:
+    """`name=w,name=w` -> {name: w}; names must be library programs of the task, weights >= 0."""
+    from ttlab.discover.proposers import library_programs
+
+    names = library_programs(task)
+    out: dict[str, float] = {}
+    for part in [p.strip() for p in spec.split(",") if p.strip()]:
+        name, eq, w = part.partition("=")
+        if not eq or name.strip() not in names:
+            raise ValueError(f"--program-weights {spec!r}: {part!r} is not NAME=WEIGHT with NAME one of "
+                             f"{', '.join(sorted(names))}")
+        try:
+            out[name.strip()] = float(w)
+        except ValueError:
+            raise ValueError(f"--program-weights {spec!r}: weight {w!r} is not a number") from None
+        if out[name.strip()] < 0:
+            raise ValueError(f"--program-weights {spec!r}: weights must be >= 0")
+    if out and sum(out.get(n, 1.0) for n in names) <= 0:
+        raise ValueError(f"--program-weights {spec!r}: every program has weight 0")
+    return out
+
+
 def make_proposer(cfg: SearchConfig) -> Proposer:
     if cfg.proposer == "library":
-        return LibraryProposer(cfg.task, seed=cfg.seed)
+        spec = cfg.program_weights or DEFAULT_PROGRAM_WEIGHTS.get(cfg.task, "")
+        return LibraryProposer(cfg.task, seed=cfg.seed, weights=parse_program_weights(spec, cfg.task))
     if cfg.proposer == "http":
         return HTTPProposer(cfg.http, task=get_task(cfg.task), seed=cfg.seed)
     raise ValueError(f"--proposer {cfg.proposer!r}: this command knows `library` and `http`; the trained LLM "
@@ -123,6 +154,7 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
     every step with step, t (s), evals, valid and best_score (benchmarks record best-vs-time with it)."""
     budget = parse_budget(cfg.budget)
     task = get_task(cfg.task)
+    proposer = proposer or make_proposer(cfg)  # before the run dir: a bad flag leaves nothing behind
     run = make_run_dir("discover", cfg, cfg.run_name, cfg.root, cfg.resume)
     tree_path = run.file("tree.json")
     if cfg.resume and tree_path.exists():
@@ -135,7 +167,6 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
             if not r.valid:
                 raise RuntimeError(f"task {task.name}: an initial state is invalid ({r.message})")
             tree.add_root(r.construction, r.reward, r.score)
-    proposer = proposer or make_proposer(cfg)
     logger = Logger(run.path)
     t0 = time.time()
     evals = valid_n = 0
