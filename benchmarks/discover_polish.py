@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--round-s", type=float, default=60.0)
     ap.add_argument("--upsample", type=int, default=1)
     ap.add_argument("--program", default="minimax", help="library program: minimax (exact SLP) or lse (smoothed)")
+    ap.add_argument("--settings", default="", help="JSON overriding the program's SETTINGS")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "erdos_polish.json"))
     a = ap.parse_args()
     load0 = os.getloadavg()
@@ -39,13 +40,15 @@ def main() -> None:
         rev = ""
     t0 = time.time()
     cfg = PolishConfig(task="erdos", file=Path(a.ref), name=a.name, budget=a.budget, round_s=a.round_s,
-                       upsample=a.upsample, out=Path(a.out), claim=str(RECORD), program=a.program)
+                       upsample=a.upsample, out=Path(a.out), claim=str(RECORD), program=a.program,
+                       settings=a.settings)
     rec = run_polish(cfg)
     machine = {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                "load_end": [round(x, 2) for x in os.getloadavg()]}
     rec.update({"commit": rev, "machine": machine, "wall_s": round(time.time() - t0, 1),
                 "command": f"python benchmarks/discover_polish.py --budget {a.budget} --upsample {a.upsample} "
-                           f"--program {a.program} --out {Path(a.out).name}"})
+                           f"--program {a.program} --out {Path(a.out).name}"
+                           + (f" --settings '{a.settings}'" if a.settings else "")})
     Path(a.out).write_text(json.dumps(rec) + "\n")
     ex = rec["exact"]
     print(json.dumps({"benchmark": "discover_polish", "start": rec["start"], "n": rec["n"],

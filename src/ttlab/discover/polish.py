@@ -48,6 +48,8 @@ class PolishConfig:
     """Address-space limit of the sandboxed program (MiB)."""
     seed: int = 0
     """Seed passed to the program (round r gets seed + r)."""
+    settings: str = ""
+    """JSON object overriding the program's SETTINGS, e.g. '{"objective": "scaled", "tau0": 1e-7}'."""
 
 
 def debug() -> PolishConfig:
@@ -140,6 +142,16 @@ def run_polish(cfg: PolishConfig, log=print) -> dict:
     src = programs[cfg.program]
     settings = read_settings(src)
     settings.update({k: v for k, v in {"start": "parent", "refine": 0}.items() if k in settings})
+    if cfg.settings:
+        try:
+            extra = json.loads(cfg.settings)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--settings is not JSON: {e}") from None
+        unknown = sorted(set(extra) - set(settings)) if isinstance(extra, dict) else None
+        if unknown is None or unknown:
+            raise ValueError(f"--settings must be a JSON object of the program's keys ({', '.join(sorted(settings))}); "
+                             f"got {cfg.settings!r}")
+        settings.update(extra)
     code = render(src, settings)
     sign = -1.0 if task.higher_is_better else 1.0
     log(f"polish {task.name}: {name} (n={best.size}) verified {best_score:.10f}; program {cfg.program}, "

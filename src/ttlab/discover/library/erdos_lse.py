@@ -22,7 +22,7 @@ from scipy.signal import fftconvolve
 
 FFT_N = 1000  # from here on the gradient's correlations go through the FFT (O(n log n); error ~1e-15)
 
-SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.01, "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30}
+SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.01, "objective": "penalty", "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30}
 
 
 def corr(h):
@@ -83,14 +83,18 @@ class _Timeout(Exception):
 
 
 def smooth(h, tau, penalty, deadline, maxcor):
-    """One continuation stage from h; returns the last iterate (also when the deadline cuts it short)."""
+    """One continuation stage from h; returns the last iterate (also when the deadline cuts it short).
+
+    objective "penalty": the soft max of c(h) with (sum h - n/2)^2 penalised (descends fastest from far);
+    "scaled": through the verifier's rescale (reaches lower once near an optimum)."""
     last = [h]
+    fn = scaled_objective if SETTINGS.get("objective") == "scaled" else soft_max_and_grad
 
     def f(x):
         if time.time() > deadline:
             raise _Timeout
         last[0] = x
-        return scaled_objective(x, tau, penalty)
+        return fn(x, tau, penalty)
 
     try:
         res = minimize(f, h, jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * h.size,
