@@ -65,6 +65,10 @@ class Batch:
     the weights the rollout acted with (`TransformerPolicy.prefill`); None for the other cores."""
     in_play: torch.Tensor | None = None
     """0-d long: learner steps with the agent in play (mask.sum()), the steps `charts/SPS` counts."""
+    task: torch.Tensor | None = None
+    """(N, T) long: the hidden task of each step's episode (the env's `true_goal`, the true exit), a *training
+    target* of the task-inference head only (`PPOConfig.aux_task_coef`); never a policy input. None when the
+    env has no hidden goal."""
 
 
 class CoPlayers:
@@ -117,6 +121,7 @@ class Rollout:
         self.rewards = torch.zeros(N, T, device=dev)
         self.stop = torch.zeros(N, T, dtype=torch.bool, device=dev)
         self.mask = torch.zeros(N, T, dtype=torch.bool, device=dev)
+        self.task = torch.zeros(N, T, dtype=torch.long, device=dev) if getattr(env, "true_goal", None) is not None else None
         self.next_obs = _flat(env.reset()).float()  # (N, D)
         self.next_term = torch.ones(N, dtype=torch.bool, device=dev)  # the first observation starts an episode
         self.next_removed = torch.zeros(N, dtype=torch.bool, device=dev)
@@ -203,6 +208,8 @@ class Rollout:
             self.values[:, t] = value.float()
             self.actions[:, t] = action
             self.mask[:, t] = self.controlled & learner & ~rem
+            if self.task is not None:  # the label of the episode this step belongs to (read before the step)
+                self.task[:, t] = _flat(self.env.true_goal)
             env_action = action
             if self.coplayers is not None:
                 env_action = self.coplayers.act(obs, term, rem, action)
@@ -228,4 +235,4 @@ class Rollout:
         return Batch(obs=self.obs, terminals=self.terminals, removed=self.removed, pos0=self.pos[:, 0],
                      state0=state0, actions=self.actions, logprobs=self.logprobs, values=self.values,
                      rewards=self.rewards, advantages=adv, returns=ret, mask=self.mask, memory=memory,
-                     in_play=in_play)
+                     in_play=in_play, task=self.task)
