@@ -163,3 +163,25 @@ def test_entropy_schedule_is_linear_and_constant_without_an_end():
     assert annealed(0.05, 0.0, 0.0) == 0.05 and annealed(0.05, 0.0, 1.0) == 0.0
     assert annealed(0.05, 0.01, 0.5) == pytest.approx(0.03) and annealed(0.05, 0.0, 2.0) == 0.0
     assert annealed(0.02, None, 0.7) == 0.02
+
+
+def test_trial_steering_bias_is_drawn_per_trial_and_trained_as_it_acted():
+    """explore_steer: one bias per (agent, trial) in {-s, 0, +s}; the first PPO minibatch reproduces the rollout's
+    log-probs exactly (approx_kl 0), which it would not without adding the bias back."""
+    env = _env(trial_length=20, report_steps=2)
+    pol = _policy(env).eval()
+    ro = Rollout(env, pol, 45, 0.99, 0.95, generator=torch.Generator().manual_seed(5), explore_steer=2.0)
+    b = ro.collect()
+    assert b.steer_template.shape == (env.num_actions,) and float(b.steer_template.abs().max()) == 1.0
+    assert set(b.steer_bias.unique().tolist()) <= {-2.0, 0.0, 2.0} and b.steer_bias.unique().numel() == 3
+    trial = (torch.arange(45) // 20).expand_as(b.steer_bias)  # trial index of every step (all envs in lockstep)
+    for k in range(3):  # constant within a trial, redrawn at the next one (for some agent)
+        part = b.steer_bias[trial == k].view(b.steer_bias.shape[0], -1)
+        assert (part == part[:, :1]).all()
+    assert not torch.equal(b.steer_bias[:, 0], b.steer_bias[:, 20])
+    cfg = PPOConfig(update_epochs=1, num_minibatches=1, explore_steer=2.0)
+    m = ppo_update(pol.train(), torch.optim.SGD(pol.parameters(), lr=0.0), b, cfg)
+    assert float(m["losses/approx_kl"]) < 1e-6
+    b.steer_bias = None  # without the bias the trained distribution is not the one that acted
+    m = ppo_update(pol.train(), torch.optim.SGD(pol.parameters(), lr=0.0), b, cfg)
+    assert float(m["losses/approx_kl"]) > 1e-3

@@ -160,6 +160,12 @@ class PPOConfig:
     exit) at every valid step. The label is a training target only; no policy input carries it (tested). Where
     the task is not yet knowable (trial 0 before the first exit report) the best prediction is the prior, so
     the loss shapes the memory to keep what the report says. 0 = off."""
+    explore_steer: float = 0.0
+    """Trial-level exploration: at each trial start the rollout draws, per agent, a steering bias b in
+    {-s, 0, +s} (s = this) and samples the whole trial from logits + b x (each action's steering / the largest),
+    so a trial's route (e.g. which exit) varies between trials of one episode, which per-tick sampling almost
+    never does. It is the agent's own noise (independent of the world, never a network input); PPO trains the
+    same biased distribution that acted (`Batch.steer_bias`). Evaluation runs the network alone (b = 0). 0 = off."""
     ent_coef_end: float | None = None
     """Entropy bonus at the last update, annealed linearly from `ent_coef` (None = constant `ent_coef`)."""
     context: str = "memory"
@@ -222,6 +228,8 @@ def ppo_update(
                                            state=state0, pos0=batch.pos0[idx],
                                            needed=None if needed is None else needed[idx, cut:], **kw)
             logits = logits[:, C - cut:].float()  # (mb, T, P)
+            if batch.steer_bias is not None:  # the trial's exploration bias the rollout sampled with
+                logits = logits + batch.steer_bias[idx].unsqueeze(-1) * batch.steer_template
             value = value[:, C - cut:].float()  # (mb, T)
             mask = batch.mask[idx]  # (mb, T)
             new_lp = dist_log_prob(logits, batch.actions[idx], policy.continuous)  # (mb, T)
