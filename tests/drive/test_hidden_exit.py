@@ -67,6 +67,9 @@ def test_the_benchmark_t_maze_memory_pays_and_memoryless_does_not():
     assert mem["ada_delta_trial_1_minus_0"] >= 0.3, mem
     fixed = run_scripted(DriveEnv(cfg, pool, seed=0), routes, FixedChooser(1), episodes=4)
     assert abs(fixed["ada_delta_trial_1_minus_0"]) <= 0.05, fixed
+    # after a wrong first try the memory driver switches (goal), the fixed one repeats (no goal)
+    assert mem["trial_1_goal_rate_after_wrong_0"] >= 0.95 and mem["trial_1_goal_rate_after_goal_0"] >= 0.95, mem
+    assert fixed["trial_1_goal_rate_after_wrong_0"] == 0.0 and fixed["trial_1_goal_rate_after_goal_0"] >= 0.9, fixed
 
 
 def test_exits_are_tens_of_metres_of_path_away(pool2):

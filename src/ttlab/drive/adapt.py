@@ -43,7 +43,8 @@ def train_hidden_exit(core: str, seed: int, steps: int | None = None, seconds: f
     env = make_env(cfg.env, cfg.scenarios, torch.device("cpu"), seed)
     policy = build_policy(cfg.policy, env.layout, env.num_actions, False, horizon=env_horizon(env))
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.ppo.lr, eps=1e-5)
-    ro = Rollout(env, policy, cfg.rollout_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda, explore_steer=cfg.ppo.explore_steer)
+    ro = Rollout(env, policy, cfg.rollout_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda, explore_steer=cfg.ppo.explore_steer,
+                      explore_start=cfg.ppo.explore_start, explore_start_prob=cfg.ppo.explore_start_prob)
     per_update = ro.N * cfg.rollout_steps
     updates = -(-steps // per_update) if steps is not None else None
     curve: list[dict] = []

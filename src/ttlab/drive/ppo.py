@@ -166,6 +166,15 @@ class PPOConfig:
     so a trial's route (e.g. which exit) varies between trials of one episode, which per-tick sampling almost
     never does. It is the agent's own noise (independent of the world, never a network input); PPO trains the
     same biased distribution that acted (`Batch.steer_bias`). Evaluation runs the network alone (b = 0). 0 = off."""
+    explore_start: int = 0
+    """Exploring starts: at each trial start, with probability `explore_start_prob` per agent, the rollout drives the
+    first L ticks itself (L uniform in 1..explore_start) with a full steering rate to one side (drawn per trial)
+    and neutral throttle, then hands over to the policy. The forced steps are the agent's own noise (independent
+    of the world; their observations enter the memory like any other) and are masked out of the loss (not
+    the policy's actions). So trials start from committed headings to both sides, and the policy learns to
+    finish turns either way, which it otherwise never practises. Evaluation runs the policy alone. 0 = off."""
+    explore_start_prob: float = 0.5
+    """Probability per (agent, trial) of an exploring start (with explore_start > 0)."""
     ent_coef_end: float | None = None
     """Entropy bonus at the last update, annealed linearly from `ent_coef` (None = constant `ent_coef`)."""
     context: str = "memory"

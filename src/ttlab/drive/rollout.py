@@ -108,7 +108,8 @@ def _flat(x: torch.Tensor) -> torch.Tensor:
 
 class Rollout:
     def __init__(self, env, policy, steps: int, gamma: float, gae_lambda: float, coplayers: CoPlayers | None = None,
-                 generator: torch.Generator | None = None, stored_context: bool = False, explore_steer: float = 0.0):
+                 generator: torch.Generator | None = None, stored_context: bool = False, explore_steer: float = 0.0,
+                 explore_start: int = 0, explore_start_prob: float = 0.5):
         self.env, self.policy, self.T = env, policy, steps
         self.gamma, self.lam = gamma, gae_lambda
         self.coplayers, self.gen = coplayers, generator
@@ -136,6 +137,16 @@ class Rollout:
             self.template = lat / lat.abs().max()  # (P,) in [-1, 1]
             self.steer_bias = torch.zeros(N, T, device=dev)
             self.cur_bias = self._draw_bias(N)
+        self.start_max, self.start_prob = int(explore_start), float(explore_start_prob)
+        if self.start_max > 0:  # exploring starts: forced first ticks of a trial (see PPOConfig.explore_start)
+            if policy.continuous or not hasattr(env, "tables") or not hasattr(env, "trial_step"):
+                raise ValueError("explore_start needs the driving env in trial mode with discrete actions")
+            lon, lat = env.tables  # (P,), (P,)
+            neutral = lon.abs() == lon.abs().min()
+            left = int(torch.nonzero(neutral & (lat == lat.max()))[0])  # full steering rate, no jerk
+            right = int(torch.nonzero(neutral & (lat == lat.min()))[0])
+            self.start_actions = torch.tensor([right, left], device=dev)
+            self.start_len, self.start_dir = self._draw_start(N)
         self.task = torch.zeros(N, T, dtype=torch.long, device=dev) if getattr(env, "true_goal", None) is not None else None
         self.next_obs = _flat(env.reset()).float()  # (N, D)
         self.next_term = torch.ones(N, dtype=torch.bool, device=dev)  # the first observation starts an episode
@@ -155,6 +166,14 @@ class Rollout:
         """(n,) float: explore_steer x one of {-1, 0, +1}, uniform (a third of the trials are unbiased)."""
         k = torch.randint(0, 3, (n,), generator=self.gen, device=self.gen.device if self.gen is not None else "cpu")
         return self.explore * (k.to(self.device) - 1).float()
+
+    def _draw_start(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(n,) forced ticks (0 = none) and (n,) side (0 right, 1 left) of the next trial's exploring start."""
+        dev = self.gen.device if self.gen is not None else "cpu"
+        on = torch.rand(n, generator=self.gen, device=dev) < self.start_prob
+        length = torch.randint(1, self.start_max + 1, (n,), generator=self.gen, device=dev) * on
+        side = torch.randint(0, 2, (n,), generator=self.gen, device=dev)
+        return length.to(self.device), side.to(self.device)
 
     def _per_env(self, flag: torch.Tensor) -> torch.Tensor:
         """An env-level flag (E,) or an event seen by any agent of an env (E, A), broadcast: -> (N,)."""
@@ -231,6 +250,11 @@ class Rollout:
             self.values[:, t] = value.float()
             self.actions[:, t] = action
             self.mask[:, t] = self.controlled & learner & ~rem
+            if self.start_max > 0:  # exploring start: the rollout's action, not the policy's (out of the loss)
+                forced = _flat(self.env.trial_step.view(-1, 1).expand(self.E, self.A)) < self.start_len  # (N,)
+                action = torch.where(forced, self.start_actions[self.start_dir], action)
+                self.actions[:, t] = action
+                self.mask[:, t] &= ~forced
             if self.task is not None:  # the label of the episode this step belongs to (read before the step)
                 self.task[:, t] = _flat(self.env.true_goal)
             env_action = action
@@ -245,6 +269,11 @@ class Rollout:
             self.next_term, self.next_removed = term_n, removed_n
             self.next_pos = torch.where(term_n, torch.zeros_like(self.next_pos), self.next_pos + 1)
             self.controlled = _flat(res.controlled).bool()
+            if self.start_max > 0:  # a new trial draws a new exploring start
+                new_trial = self._per_env(self.env.trial_step == 0)
+                length, side = self._draw_start(self.N)
+                self.start_len = torch.where(new_trial, length, self.start_len)
+                self.start_dir = torch.where(new_trial, side, self.start_dir)
             if self.template is not None:  # a new trial (or episode) draws a new bias
                 new_trial = self._per_env(self.env.trial_step == 0) if hasattr(self.env, "trial_step") else term_n
                 self.cur_bias = torch.where(new_trial, self._draw_bias(self.N), self.cur_bias)

@@ -155,7 +155,8 @@ def train(cfg: TrainConfig, env=None) -> dict[str, float]:
         pols = [load_policy(s, env, device) for s in cfg.coplayers]
         co = CoPlayers(pols, coplayer_assignment(env.num_envs, env.num_agents, len(pols), cfg.coplayer_envs, device))
     rollout = Rollout(env, policy, cfg.rollout_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda, co,
-                      stored_context=cfg.ppo.context == "stored", explore_steer=cfg.ppo.explore_steer)
+                      stored_context=cfg.ppo.context == "stored", explore_steer=cfg.ppo.explore_steer,
+                      explore_start=cfg.ppo.explore_start, explore_start_prob=cfg.ppo.explore_start_prob)
     per_update = rollout.N * cfg.rollout_steps
     total = max(1, math.ceil(cfg.total_agent_steps / per_update))
     forward = None

@@ -1,4 +1,6 @@
-"""The task-inference auxiliary loss: the true exit is a training target of a head, never a policy input.
+"""Levers that help PPO find the adaptive strategy on the hidden-exit benchmark, and what keeps them honest.
+
+The task-inference auxiliary loss: the true exit is a training target of a head, never a policy input.
 
 - the rollout records the episode's true exit per step (`Batch.task`), while the observations the policy
   acts on stay bit-identical in two worlds that differ only in the true exit until the first exit report;
@@ -6,7 +8,9 @@
   `aux_task_coef > 0` without a head or without a hidden task is refused with a clear error;
 - the loss is a masked cross-entropy (golden numbers); with `aux_task_coef = 0` the update is exactly the old
   one, with it > 0 the head and the core (attention included) get gradient;
-- the entropy schedule is linear from `ent_coef` to `ent_coef_end`.
+- the entropy schedule is linear from `ent_coef` to `ent_coef_end`;
+- trial-level exploration: a per-trial steering bias is trained as it acted; exploring starts force a prefix
+  of a trial and keep it out of the loss.
 """
 
 from __future__ import annotations
@@ -185,3 +189,25 @@ def test_trial_steering_bias_is_drawn_per_trial_and_trained_as_it_acted():
     b.steer_bias = None  # without the bias the trained distribution is not the one that acted
     m = ppo_update(pol.train(), torch.optim.SGD(pol.parameters(), lr=0.0), b, cfg)
     assert float(m["losses/approx_kl"]) > 1e-3
+
+
+def test_exploring_starts_force_the_first_ticks_of_a_trial_and_keep_them_out_of_the_loss():
+    env = _env(trial_length=20, report_steps=2)
+    pol = _policy(env).eval()
+    ro = Rollout(env, pol, 40, 0.99, 0.95, generator=torch.Generator().manual_seed(2), explore_start=6,
+                 explore_start_prob=0.5)
+    b = ro.collect()
+    lon, lat = env.tables
+    left, right = (int(a) for a in ro.start_actions.flip(0))
+    assert lat[left] == lat.max() and lat[right] == lat.min() and lon[left] == 0 and lon[right] == 0
+    step = torch.arange(40) % 20  # trial step of every column (all envs in lockstep: 2 trials of 20)
+    forced = ~b.mask & (step < 6)  # (N, T): the only masked steps here are forced ones (no ego reaches an exit)
+    assert not (~b.mask & (step >= 6)).any()
+    assert forced.any() and (~forced).any(), "some trials start forced, some do not"
+    for n in range(b.mask.shape[0]):
+        for k in range(2):
+            cols = forced[n, 20 * k:20 * k + 20]
+            L = int(cols.sum())
+            assert cols[:L].all() and not cols[L:].any(), "a prefix of the trial"
+            acts = b.actions[n, 20 * k:20 * k + L]
+            assert L == 0 or (acts == acts[0]).all() and int(acts[0]) in (left, right)
