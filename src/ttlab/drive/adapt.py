@@ -33,8 +33,8 @@ def train_hidden_exit(core: str, seed: int, steps: int | None = None, seconds: f
     if num_envs is not None:
         cfg.env.num_envs = num_envs
     for key, value in overrides.items():
-        section, _, name = key.partition(".")
-        obj = getattr(cfg, section, None)
+        section, _, name = key.rpartition(".")
+        obj = getattr(cfg, section, None) if section else cfg  # "scenarios" or "ppo.lr"
         if obj is None or not hasattr(obj, name):
             raise ValueError(f"train_hidden_exit: unknown override {key!r} (use section.field, e.g. ppo.lr)")
         cur = getattr(obj, name)
