@@ -73,7 +73,7 @@ def plot(runs: list[dict], path: Path) -> None:
         g1 = [c.get("trial_1_goal_rate", float("nan")) for c in r["curve"]]
         g += [(xs, g0, rgb, True), (xs, g1, rgb, False)]
         d.append((xs, [b - a for a, b in zip(g0, g1, strict=True)], rgb, False))
-    _panel(draw, (50, 40, 480, 330), g, "goal rate, training rollouts: trial 0 dashed, trial 1 solid", (0.0, 1.0), xmax)
+    _panel(draw, (50, 40, 480, 330), g, "goal rate, training rollouts (t_maze + t_maze_shown): trial 0 dashed, 1 solid", (0.0, 1.0), xmax)
     _panel(draw, (560, 40, 990, 330), d, "trial 1 - trial 0 goal rate", (-0.5, 1.0), xmax)
     draw.text((50, 355), "blue: transformer (KV cache kept across trials)   orange: MLP (memoryless)   one line per seed",
               fill=(0, 0, 0))
