@@ -119,16 +119,20 @@ def test_task_loss_golden_numbers_ignore_masked_steps():
     assert float(acc) == pytest.approx(0.5)  # step 1 is a tie (argmax 0, wrong); the masked step is not counted
 
 
-def _batch(env, pol):
-    ro = Rollout(env, pol.eval(), 30, 0.99, 0.95, generator=torch.Generator().manual_seed(3))
+@functools.cache
+def _shared_batch():
+    """Two rollouts of the seed-0 policy without a head; the second (returned) has a context prefix. Callers copy
+    it (dataclasses.replace) before changing a field."""
+    env = _env(trial_length=20, report_steps=2)
+    ro = Rollout(env, _policy(env, classes=0).eval(), 16, 0.99, 0.95, generator=torch.Generator().manual_seed(3))
     ro.collect()
-    return ro.collect()  # the second rollout has a context prefix
+    return ro.collect()
 
 
 def test_aux_off_is_the_old_update_and_aux_on_trains_head_and_attention():
     env = _env(trial_length=20, report_steps=2)
-    base = _policy(env, classes=0)
-    batch = _batch(env, base)
+    base = _policy(env, classes=0)  # the weights that collected the batch
+    batch = _shared_batch()
     runs = {}
     for name, classes, coef in (("plain", 0, 0.0), ("head_off", 2, 0.0), ("head_on", 2, 1.0)):
         pol = _policy(env, classes=classes)
@@ -153,7 +157,7 @@ def test_aux_off_is_the_old_update_and_aux_on_trains_head_and_attention():
 def test_aux_without_a_head_or_a_hidden_task_is_refused():
     env = _env(trial_length=20, report_steps=2)
     pol = _policy(env, classes=0)
-    batch = _batch(env, pol)
+    batch = dataclasses.replace(_shared_batch())
     opt = torch.optim.Adam(pol.parameters())
     with pytest.raises(ValueError, match="task head"):
         ppo_update(pol.train(), opt, batch, PPOConfig(aux_task_coef=1.0))
