@@ -73,7 +73,7 @@ def plot(runs: list[dict], path: Path) -> None:
         g1 = [c.get("trial_1_goal_rate", float("nan")) for c in r["curve"]]
         g += [(xs, g0, rgb, True), (xs, g1, rgb, False)]
         d.append((xs, [b - a for a, b in zip(g0, g1, strict=True)], rgb, False))
-    _panel(draw, (50, 40, 480, 330), g, "goal rate, training rollouts: trial 0 dashed, trial 1 solid", (0.0, 1.0), xmax)
+    _panel(draw, (50, 40, 480, 330), g, "goal rate, training rollouts (t_maze + t_maze_shown): trial 0 dashed, 1 solid", (0.0, 1.0), xmax)
     _panel(draw, (560, 40, 990, 330), d, "trial 1 - trial 0 goal rate", (-0.5, 1.0), xmax)
     draw.text((50, 355), "blue: transformer (KV cache kept across trials)   orange: MLP (memoryless)   one line per seed",
               fill=(0, 0, 0))
@@ -104,14 +104,17 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=hidden_exit().total_agent_steps, help="agent-steps per run")
     ap.add_argument("--cores", default="transformer,mlp")
     ap.add_argument("--eval-episodes", type=int, default=8, help="episodes per held-out env (64 envs)")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads with --jobs 1")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads with --jobs 1")
     ap.add_argument("--set", nargs="*", default=[], help="preset overrides section.field=value (probes)")
-    ap.add_argument("--jobs", type=int, default=2, help="runs trained at once, one thread each")
+    ap.add_argument("--jobs", type=int, default=0,
+                    help="runs trained at once, one thread each; 0 = 2 when the 1-min load average is < 2.5, else 1")
     ap.add_argument("--out", type=Path, default=RESULTS / "drive_adapt.json")
     ap.add_argument("--png", type=Path, default=RESULTS / "drive_adapt.png")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     t_start, load0 = time.perf_counter(), os.getloadavg()
+    if args.jobs <= 0:
+        args.jobs = 2 if load0[0] < 2.5 else 1
 
     def log(msg: str) -> None:
         print(f"[{time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
@@ -143,6 +146,7 @@ def main() -> int:
         summary[core] = {"delta_goal_rate_mean": round(sum(d) / len(d), 4), "delta_goal_rate_per_seed": d,
                          "trial_0_goal_rate": agg(core, "trial_0_goal_rate"),
                          "trial_1_goal_rate": agg(core, "trial_1_goal_rate"),
+                         "trial_1_goal_rate_after_wrong_0": agg(core, "trial_1_goal_rate_after_wrong_0"),
                          "trial_0_exit_rate": agg(core, "trial_0_exit_rate"),
                          "trial_1_exit_rate": agg(core, "trial_1_exit_rate")}
     tr, ml = summary.get("transformer"), summary.get("mlp")
@@ -166,7 +170,10 @@ def main() -> int:
         "config": {"scenarios": cfg.scenarios, "held_out": HIDDEN_EXIT_HELD_OUT, "M": 2, "K": cfg.env.k_trials,
                    "trial_length": cfg.env.trial_length, "num_envs": cfg.env.num_envs,
                    "agent_steps_per_run": runs[0]["agent_steps"] if runs else 0, "seeds": args.seeds,
-                   "eval_episodes_per_env": args.eval_episodes, "eval_envs": 64},
+                   "eval_episodes_per_env": args.eval_episodes, "eval_envs": 64,
+                   "ppo": {k: getattr(cfg.ppo, k) for k in ("lr", "ent_coef", "ent_coef_end", "aux_task_coef",
+                                                          "explore_steer", "update_epochs", "num_minibatches")},
+                   "task_classes": cfg.policy.task_classes},
         "overrides": overrides, "summary": summary, "targets": targets, "scripted_held_out": scripted,
         "runs": runs,
     }
@@ -178,7 +185,8 @@ def main() -> int:
     plot(runs, args.png)
     line = {"benchmark": "drive_adapt", "wall_s": result["wall_s"], "commit": commit[:10],
             "loadavg_start": result["loadavg_start"], **{f"{c}_{k}": v for c, s in summary.items() for k, v in s.items()
-                                                         if k in ("delta_goal_rate_mean", "delta_goal_rate_per_seed")},
+                                                         if k in ("delta_goal_rate_mean", "delta_goal_rate_per_seed",
+                                                                  "trial_1_goal_rate_after_wrong_0")},
             "scripted_memory_delta": scripted["memory"]["ada_delta_trial_1_minus_0"], "targets": targets}
     print(json.dumps(line))
     return 0

@@ -57,6 +57,25 @@ def test_spec_exits_sets_the_number_of_candidates_and_bad_m_is_refused():
         generate("t_maze", 0, 1, num_candidates=3)
 
 
+def test_t_maze_shown_lists_one_exit_twice_on_either_side_and_keeps_the_t_maze_scene():
+    import numpy as np
+
+    from ttlab.drive.scenarios.procedural import exit_routes
+
+    sides = set()
+    for seed in range(12):
+        tm, sh = generate("t_maze", seed, 1), generate("t_maze_shown", seed, 1)
+        assert np.array_equal(tm.pos, sh.pos) and np.array_equal(tm.seg, sh.seg)  # the same T-maze
+        c = sh.goal_candidates[0]  # (2, 2): one exit of the T-maze, listed twice
+        assert np.array_equal(c[0], c[1])
+        j = int(np.argmin(np.linalg.norm(tm.goal_candidates[0] - c[0], axis=-1)))
+        assert np.array_equal(tm.goal_candidates[0, j], c[0])
+        sides.add(j)
+        r = exit_routes("t_maze_shown", seed, 1)
+        assert np.array_equal(r[0, 0], r[0, 1])
+    assert sides == {0, 1}, "the shown exit is either one"
+
+
 def test_the_benchmark_t_maze_memory_pays_and_memoryless_does_not():
     spec = "procedural:n=16,seed=11,families=t_maze,agents=1,exits=2"
     pool, routes = load_pool(spec), pool_exit_routes(spec)
@@ -67,6 +86,9 @@ def test_the_benchmark_t_maze_memory_pays_and_memoryless_does_not():
     assert mem["ada_delta_trial_1_minus_0"] >= 0.3, mem
     fixed = run_scripted(DriveEnv(cfg, pool, seed=0), routes, FixedChooser(1), episodes=4)
     assert abs(fixed["ada_delta_trial_1_minus_0"]) <= 0.05, fixed
+    # after a wrong first try the memory driver switches (goal), the fixed one repeats (no goal)
+    assert mem["trial_1_goal_rate_after_wrong_0"] >= 0.95 and mem["trial_1_goal_rate_after_goal_0"] >= 0.95, mem
+    assert fixed["trial_1_goal_rate_after_wrong_0"] == 0.0 and fixed["trial_1_goal_rate_after_goal_0"] >= 0.9, fixed
 
 
 def test_exits_are_tens_of_metres_of_path_away(pool2):

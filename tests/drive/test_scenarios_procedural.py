@@ -79,8 +79,8 @@ def test_family_contract(family):
         sc = generate(family, seed, 14)
         n = sc.num_agents
         # hidden_exit spawns every vehicle in a 4 m window before the junction: one or two per approach
-        # (t_maze: one vehicle on the stem of a T)
-        assert n >= {"hidden_exit": 3, "t_maze": 1}.get(family, 6) and sc.num_steps == 91 and sc.dt == 0.1
+        # (t_maze, t_maze_shown: one vehicle on the stem of a T)
+        assert n >= {"hidden_exit": 3, "t_maze": 1, "t_maze_shown": 1}.get(family, 6) and sc.num_steps == 91 and sc.dt == 0.1
         assert sc.valid.all()
         # logged like real logs: consecutive positions follow the logged velocity
         step = sc.pos[:, 1:] - sc.pos[:, :-1]  # (N, 90, 2)
@@ -97,9 +97,12 @@ def test_family_contract(family):
         for i in range(n):
             for j in range(i + 1, n):
                 assert not _overlap(box[i], box[j]), (family, seed, i, j)
-        # goals lie on each vehicle's route, which starts where the vehicle starts
+        # goals lie on each vehicle's route, which starts where the vehicle starts (t_maze_shown: the goal is
+        # the shown exit, on the logged route only when it is the route's own exit; its exit route is tested in
+        # test_hidden_exit.py)
         for i in range(n):
-            assert _point_polyline_dist(sc.goal[i], sc.route[i]) < 0.5
+            if family != "t_maze_shown":
+                assert _point_polyline_dist(sc.goal[i], sc.route[i]) < 0.5
             assert np.linalg.norm(sc.route[i, 0] - sc.pos[i, 0]) < 1.5
         # the map has lanes, road lines and road edges, and logged cars stay clear of the edges
         for kind in ("lane", "road_line", "road_edge"):

@@ -15,7 +15,7 @@ import time
 import torch
 
 from ttlab.drive.policy import build_policy
-from ttlab.drive.ppo import ppo_update
+from ttlab.drive.ppo import annealed, ppo_update
 from ttlab.drive.presets import HIDDEN_EXIT_HELD_OUT, hidden_exit
 from ttlab.drive.rollout import Rollout
 from ttlab.drive.sim.env import DriveEnv
@@ -33,36 +33,45 @@ def train_hidden_exit(core: str, seed: int, steps: int | None = None, seconds: f
     if num_envs is not None:
         cfg.env.num_envs = num_envs
     for key, value in overrides.items():
-        section, _, name = key.partition(".")
-        obj = getattr(cfg, section, None)
+        section, _, name = key.rpartition(".")
+        obj = getattr(cfg, section, None) if section else cfg  # "scenarios" or "ppo.lr"
         if obj is None or not hasattr(obj, name):
             raise ValueError(f"train_hidden_exit: unknown override {key!r} (use section.field, e.g. ppo.lr)")
-        setattr(obj, name, type(getattr(obj, name))(value))
+        cur = getattr(obj, name)
+        setattr(obj, name, float(value) if cur is None else type(cur)(value))
     torch.manual_seed(seed)
     env = make_env(cfg.env, cfg.scenarios, torch.device("cpu"), seed)
     policy = build_policy(cfg.policy, env.layout, env.num_actions, False, horizon=env_horizon(env))
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.ppo.lr, eps=1e-5)
-    ro = Rollout(env, policy, cfg.rollout_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda)
+    ro = Rollout(env, policy, cfg.rollout_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda, explore_steer=cfg.ppo.explore_steer,
+                      explore_start=cfg.ppo.explore_start, explore_start_prob=cfg.ppo.explore_start_prob)
     per_update = ro.N * cfg.rollout_steps
     updates = -(-steps // per_update) if steps is not None else None
     curve: list[dict] = []
     t0 = time.perf_counter()
     u = 0
+    ent0 = cfg.ppo.ent_coef
     while (u < updates) if updates is not None else (time.perf_counter() - t0 < seconds):
         u += 1
+        frac = (u - 1) / max(1, updates - 1) if updates is not None else (time.perf_counter() - t0) / seconds
+        cfg.ppo.ent_coef = annealed(ent0, cfg.ppo.ent_coef_end, frac)
         policy.eval()
         batch = ro.collect()
         policy.train()
-        ppo_update(policy, opt, batch, cfg.ppo)
+        losses = ppo_update(policy, opt, batch, cfg.ppo)
         m = env.metrics()  # one host sync per update
         row = {"update": u, "agent_steps": u * per_update, "wall_s": round(time.perf_counter() - t0, 1)}
         row.update({k: round(float(v), 4) for k, v in m.items()
                     if k.startswith(("trial_", "n_trials")) or k == "ada_delta_trial_1_minus_0"})
+        row.update({k.split("/")[1]: round(float(losses[k]), 4) for k in ("losses/entropy", "losses/task_accuracy")
+                    if k in losses})
+        row["ent_coef"] = round(cfg.ppo.ent_coef, 5)
         curve.append(row)
         if log is not None and (u % 10 == 0 or u == updates):
             log(f"  {core} seed {seed} update {u}{'/' + str(updates) if updates else ''} {row['wall_s']:.0f}s "
                 f"goal t0 {row.get('trial_0_goal_rate', 0):.3f} t1 {row.get('trial_1_goal_rate', 0):.3f} "
-                f"exit t0 {row.get('trial_0_exit_rate', 0):.3f}")
+                f"exit t0 {row.get('trial_0_exit_rate', 0):.3f} ent {row.get('entropy', 0):.2f} "
+                f"task acc {row.get('task_accuracy', float('nan')):.3f}")
     facts = {"updates": u, "agent_steps": u * per_update, "train_wall_s": round(time.perf_counter() - t0, 1),
              "params": sum(p.numel() for p in policy.parameters())}
     return policy.eval(), curve, facts

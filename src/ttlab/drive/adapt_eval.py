@@ -61,8 +61,10 @@ class ExitOutcomes:
         return bool((self.ep >= self.n).all())
 
     def summary(self) -> dict[str, float]:
-        """Per trial k: goal / exit / wrong-exit rates; per k >= 1: the paired gap in goal rate and its
-        standard error (over ego-episodes), and the ego-episode count."""
+        """Per trial k: goal / exit / wrong-exit rates; per k >= 1: the goal rate in trial k among episodes whose
+        trial 0 reached a wrong exit (a driver that switches: 1, one that repeats: 0) and among those whose trial 0
+        reached the true one, the paired gap in goal rate and its standard error (over ego-episodes), and the
+        ego-episode count."""
         m = self.ego  # (E, A, N)
         cnt = int(m.sum())
         out: dict[str, float] = {"ego_episodes": float(cnt)}
@@ -72,6 +74,10 @@ class ExitOutcomes:
             out[f"trial_{k}_goal_rate"] = float(goal[:, k].mean()) if cnt else math.nan
             out[f"trial_{k}_exit_rate"] = float(exit_[:, k].mean()) if cnt else math.nan
             out[f"trial_{k}_wrong_exit_rate"] = float(wrong[:, k].mean()) if cnt else math.nan
+        for k in range(1, f.shape[1]):  # trial k after a wrong / a true exit in trial 0: switch vs repeat
+            for name, cond in (("after_wrong_0", wrong[:, 0] > 0), ("after_goal_0", goal[:, 0] > 0)):
+                n = int(cond.sum())
+                out[f"trial_{k}_goal_rate_{name}"] = float(goal[cond, k].mean()) if n else math.nan
         for k in range(1, f.shape[1]):
             d = goal[:, k] - goal[:, 0]
             out[f"ada_delta_trial_{k}_minus_0"] = float(d.mean()) if cnt else math.nan

@@ -93,7 +93,8 @@ def run(out_dir: Path, device: str = "auto") -> str:
         f"{int(ev['ego_episodes'])} paired episodes: trial-0 goal rate {g0:.3f}, trial-1 {g1:.3f} "
         f"(delta {ev['ada_delta_trial_1_minus_0']:+.3f} +- {ev['ada_delta_trial_1_minus_0_se']:.3f}; exit rate "
         f"{ev['trial_0_exit_rate']:.3f} / {ev['trial_1_exit_rate']:.3f}, wrong exit {ev['trial_0_wrong_exit_rate']:.3f}"
-        f" / {ev['trial_1_wrong_exit_rate']:.3f}). A 3-minute run is short: `benchmarks/drive_adapt.py` has the "
+        f" / {ev['trial_1_wrong_exit_rate']:.3f}; trial-1 goal rate after a wrong first exit "
+        f"{ev['trial_1_goal_rate_after_wrong_0']:.3f}, a driver that switches gets 1). A 3-minute run is short: `benchmarks/drive_adapt.py` has the "
         f"full-budget figures. Video `{p}` (overlay `Trial k / K`, exits: green = true, grey = other; "
         f"{time.perf_counter() - t0:.0f} s for this step).")
     return "Driving simulator:\n\n" + "\n".join(lines)

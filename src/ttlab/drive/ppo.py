@@ -79,6 +79,22 @@ def ppo_losses(
     }
 
 
+def task_loss(task_logits: torch.Tensor, task: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Masked cross-entropy of the task head and its accuracy: task_logits (B, T, M), task (B, T) long, mask (B, T)."""
+    ce = nn.functional.cross_entropy(task_logits.float().flatten(0, 1), task.flatten(), reduction="none").view_as(task)
+    with torch.no_grad():
+        acc = masked_mean((task_logits.argmax(-1) == task).float(), mask.bool())
+    return masked_mean(ce, mask.bool()), acc
+
+
+def annealed(start: float, end: float | None, frac: float) -> float:
+    """Linear schedule: `start` at frac 0, `end` at frac 1 (constant `start` when end is None)."""
+    if end is None:
+        return start
+    f = min(max(frac, 0.0), 1.0)
+    return start + (end - start) * f
+
+
 def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """1 - Var[R - V] / Var[R] over valid steps (NaN when Var[R] is 0, as cleanrl)."""
     r_mean = masked_mean(returns, mask)
@@ -138,6 +154,29 @@ class PPOConfig:
     """Normalise advantages per minibatch over valid steps."""
     target_kl: float | None = None
     """Stop the epoch loop early when approx_kl exceeds this."""
+    aux_task_coef: float = 0.0
+    """Weight of the task-inference loss: cross-entropy of the policy's task head (`PolicyConfig.task_classes`),
+    a linear read-out of the core's hidden state, against the episode's hidden task (the simulator's true
+    exit) at every valid step. The label is a training target only; no policy input carries it (tested). Where
+    the task is not yet knowable (trial 0 before the first exit report) the best prediction is the prior, so
+    the loss shapes the memory to keep what the report says. 0 = off."""
+    explore_steer: float = 0.0
+    """Trial-level exploration: at each trial start the rollout draws, per agent, a steering bias b in
+    {-s, 0, +s} (s = this) and samples the whole trial from logits + b x (each action's steering / the largest),
+    so a trial's route (e.g. which exit) varies between trials of one episode, which per-tick sampling almost
+    never does. It is the agent's own noise (independent of the world, never a network input); PPO trains the
+    same biased distribution that acted (`Batch.steer_bias`). Evaluation runs the network alone (b = 0). 0 = off."""
+    explore_start: int = 0
+    """Exploring starts: at each trial start, with probability `explore_start_prob` per agent, the rollout drives the
+    first L ticks itself (L uniform in 1..explore_start) with a full steering rate to one side (drawn per trial)
+    and neutral throttle, then hands over to the policy. The forced steps are the agent's own noise (independent
+    of the world; their observations enter the memory like any other) and are masked out of the loss (not
+    the policy's actions). So trials start from committed headings to both sides, and the policy learns to
+    finish turns either way, which it otherwise never practises. Evaluation runs the policy alone. 0 = off."""
+    explore_start_prob: float = 0.5
+    """Probability per (agent, trial) of an exploring start (with explore_start > 0)."""
+    ent_coef_end: float | None = None
+    """Entropy bonus at the last update, annealed linearly from `ent_coef` (None = constant `ent_coef`)."""
     context: str = "memory"
     """Transformer context prefix in training: memory = its keys/values from the rollout's prefill (current
     weights), reused in every epoch with no gradient (Transformer-XL memory; the prefix is not re-encoded, so
@@ -168,6 +207,14 @@ def ppo_update(
     mb_rows = max(1, n_rows // max(1, cfg.num_minibatches))
     device = batch.obs.device
     stats: dict[str, list[torch.Tensor]] = {k: [] for k in ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")}
+    aux = cfg.aux_task_coef > 0
+    if aux:
+        head = getattr(policy, "task_head", None)
+        if head is None or head.classes == 0:
+            raise ValueError("--ppo.aux-task-coef > 0 needs a policy with a task head (--policy.task-classes M)")
+        if batch.task is None:
+            raise ValueError("--ppo.aux-task-coef > 0 needs an env with a hidden task (hidden_goal=True)")
+        stats.update(task_loss=[], task_accuracy=[])
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if autocast_bf16 and device.type == "cuda" else contextlib.nullcontext()
     vf_clip = cfg.vf_clip_coef if cfg.vf_clip_coef and cfg.vf_clip_coef > 0 else None
     stop_early = False
@@ -190,6 +237,8 @@ def ppo_update(
                                            state=state0, pos0=batch.pos0[idx],
                                            needed=None if needed is None else needed[idx, cut:], **kw)
             logits = logits[:, C - cut:].float()  # (mb, T, P)
+            if batch.steer_bias is not None:  # the trial's exploration bias the rollout sampled with
+                logits = logits + batch.steer_bias[idx].unsqueeze(-1) * batch.steer_template
             value = value[:, C - cut:].float()  # (mb, T)
             mask = batch.mask[idx]  # (mb, T)
             new_lp = dist_log_prob(logits, batch.actions[idx], policy.continuous)  # (mb, T)
@@ -199,6 +248,9 @@ def ppo_update(
                 adv = normalize_advantages(adv, mask)
             out = ppo_losses(new_lp, batch.logprobs[idx], adv, value, batch.values[idx], batch.returns[idx], ent,
                              mask, cfg.clip_coef, vf_clip, cfg.ent_coef, cfg.vf_coef)
+            if aux:  # the task head read the same forward's hidden state (TaskHead.logits)
+                out["task_loss"], out["task_accuracy"] = task_loss(policy.task_head.logits[:, C - cut:], batch.task[idx], mask)
+                out["loss"] = out["loss"] + cfg.aux_task_coef * out["task_loss"]
             optimizer.zero_grad(set_to_none=True)
             out["loss"].backward()
             nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)

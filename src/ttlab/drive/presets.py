@@ -48,7 +48,7 @@ def hidden_goal() -> TrainConfig:
     return cfg
 
 
-HIDDEN_EXIT_SCENES = "procedural:n=256,families=t_maze,agents=1,exits=2"
+HIDDEN_EXIT_SCENES = "procedural:n=256,families=t_maze+t_maze_shown,agents=1,exits=2"
 HIDDEN_EXIT_HELD_OUT = "procedural:n=64,seed=1000,families=t_maze,agents=1,exits=2"
 
 
@@ -59,15 +59,20 @@ def hidden_exit(core: str = "transformer") -> TrainConfig:
     waits at the exit, flag shown), so a policy with memory goes straight to the true exit in trial 1; a
     memoryless one cannot do better than in trial 0. Small observations (a 30 m road
     radius, 32 road and 1 partner slots) and a small transformer so it trains in minutes on 2 CPU cores.
-    Offroad is penalised per tick, not removed (the road-edge test is strict at junction kerbs)."""
+    Offroad is penalised per tick, not removed (the road-edge test is strict at junction kerbs).
+    Training levers (docs/notes/drive-adapt2.md): half the training scenes are `t_maze_shown` (the same T-mazes
+    with their one exit shown, either side, so the policy learns to turn both ways; the held-out test is
+    t_maze only) and a task-inference head trained to predict the true exit (`aux_task_coef`, a training
+    target only)."""
     return TrainConfig(
         env=EnvConfig(num_envs=128, max_agents=1, goal_behavior="trial", k_trials=2, trial_length=55,
                       hidden_goal=True, exit_feedback=True, report_steps=5, goal_radius=3.0, collision_behavior="remove",
                       offroad_behavior="ignore", reward_offroad=-0.01, reward_progress=0.05,
                       progress_target="nearest_exit", partner_slots=1, road_slots=32, road_radius=30.0),
         scenarios=HIDDEN_EXIT_SCENES,
-        policy=PolicyConfig(core=core, embed=32, hidden=64, n_layers=1, n_heads=4),
-        ppo=PPOConfig(lr=1e-3, update_epochs=4, num_minibatches=4, ent_coef=0.01, gamma=0.99, gae_lambda=0.95),
+        policy=PolicyConfig(core=core, embed=32, hidden=64, n_layers=1, n_heads=4, task_classes=2),
+        ppo=PPOConfig(lr=1e-3, update_epochs=4, num_minibatches=4, ent_coef=0.01, gamma=0.99, gae_lambda=0.95,
+                      aux_task_coef=1.0),
         rollout_steps=100, total_agent_steps=1_500_000, device="cpu")
 
 

@@ -67,6 +67,16 @@ class Batch:
     the weights the rollout acted with (`TransformerPolicy.prefill`); None for the other cores."""
     in_play: torch.Tensor | None = None
     """0-d long: learner steps with the agent in play (mask.sum()), the steps `charts/SPS` counts."""
+    steer_bias: torch.Tensor | None = None
+    """(N, T) float: the per-trial steering bias the rollout added to the logits it sampled from (exploration at
+    the level of a trial's route, `PPOConfig.explore_steer`); training adds the same `steer_bias * steer_template`
+    so the ratio is taken against the distribution that acted. None when off."""
+    steer_template: torch.Tensor | None = None
+    """(P,) float: each discrete action's steering command / the largest one, in [-1, 1]."""
+    task: torch.Tensor | None = None
+    """(N, T) long: the hidden task of each step's episode (the env's `true_goal`, the true exit), a *training
+    target* of the task-inference head only (`PPOConfig.aux_task_coef`); never a policy input. None when the
+    env has no hidden goal."""
 
 
 class CoPlayers:
@@ -112,7 +122,8 @@ def _flat(x: torch.Tensor) -> torch.Tensor:
 
 class Rollout:
     def __init__(self, env, policy, steps: int, gamma: float, gae_lambda: float, coplayers: CoPlayers | None = None,
-                 generator: torch.Generator | None = None, stored_context: bool = False):
+                 generator: torch.Generator | None = None, stored_context: bool = False, explore_steer: float = 0.0,
+                 explore_start: int = 0, explore_start_prob: float = 0.5):
         self.env, self.policy, self.T = env, policy, steps
         self.gamma, self.lam = gamma, gae_lambda
         self.coplayers, self.gen = coplayers, generator
@@ -131,6 +142,26 @@ class Rollout:
         self.rewards = torch.zeros(N, T, device=dev)
         self.stop = torch.zeros(N, T, dtype=torch.bool, device=dev)
         self.mask = torch.zeros(N, T, dtype=torch.bool, device=dev)
+        self.explore = float(explore_steer)
+        self.steer_bias = self.template = None
+        if self.explore > 0:  # per-trial steering bias: one of {-s, 0, +s} per agent and trial
+            if policy.continuous or not hasattr(env, "tables"):
+                raise ValueError("explore_steer needs the driving env's discrete actions (action='discrete')")
+            lat = env.tables[1].float().to(dev)  # (P,) steering command of each action
+            self.template = lat / lat.abs().max()  # (P,) in [-1, 1]
+            self.steer_bias = torch.zeros(N, T, device=dev)
+            self.cur_bias = self._draw_bias(N)
+        self.start_max, self.start_prob = int(explore_start), float(explore_start_prob)
+        if self.start_max > 0:  # exploring starts: forced first ticks of a trial (see PPOConfig.explore_start)
+            if policy.continuous or not hasattr(env, "tables") or not hasattr(env, "trial_step"):
+                raise ValueError("explore_start needs the driving env in trial mode with discrete actions")
+            lon, lat = env.tables  # (P,), (P,)
+            neutral = lon.abs() == lon.abs().min()
+            left = int(torch.nonzero(neutral & (lat == lat.max()))[0])  # full steering rate, no jerk
+            right = int(torch.nonzero(neutral & (lat == lat.min()))[0])
+            self.start_actions = torch.tensor([right, left], device=dev)
+            self.start_len, self.start_dir = self._draw_start(N)
+        self.task = torch.zeros(N, T, dtype=torch.long, device=dev) if getattr(env, "true_goal", None) is not None else None
         self.next_obs = _flat(env.reset()).float()  # (N, D)
         self.next_term = torch.ones(N, dtype=torch.bool, device=dev)  # the first observation starts an episode
         self.next_removed = torch.zeros(N, dtype=torch.bool, device=dev)
@@ -146,6 +177,19 @@ class Rollout:
         self._collected = False
         self.agent_steps = 0  # slot-steps: every agent slot of every env per step
         self.in_play_steps = torch.zeros((), dtype=torch.long, device=dev)  # learner steps in play (sum of mask)
+
+    def _draw_bias(self, n: int) -> torch.Tensor:
+        """(n,) float: explore_steer x one of {-1, 0, +1}, uniform (a third of the trials are unbiased)."""
+        k = torch.randint(0, 3, (n,), generator=self.gen, device=self.gen.device if self.gen is not None else "cpu")
+        return self.explore * (k.to(self.device) - 1).float()
+
+    def _draw_start(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(n,) forced ticks (0 = none) and (n,) side (0 right, 1 left) of the next trial's exploring start."""
+        dev = self.gen.device if self.gen is not None else "cpu"
+        on = torch.rand(n, generator=self.gen, device=dev) < self.start_prob
+        length = torch.randint(1, self.start_max + 1, (n,), generator=self.gen, device=dev) * on
+        side = torch.randint(0, 2, (n,), generator=self.gen, device=dev)
+        return length.to(self.device), side.to(self.device)
 
     def _per_env(self, flag: torch.Tensor) -> torch.Tensor:
         """An env-level flag (E,) or an event seen by any agent of an env (E, A), broadcast: -> (N,)."""
@@ -214,11 +258,21 @@ class Rollout:
                 idx = slot.expand(*state.k.shape[:3], 1, state.k.shape[4])  # (L, N, H, 1, dh)
                 self.kv[0, ..., C + t, :] = state.k.gather(3, idx).squeeze(3)
                 self.kv[1, ..., C + t, :] = state.v.gather(3, idx).squeeze(3)
+            if self.template is not None:  # this trial's steering bias: the distribution that acts (and is trained)
+                logits = logits + self.cur_bias.unsqueeze(1) * self.template  # (N, P)
+                self.steer_bias[:, t] = self.cur_bias
             action = sample(logits, policy.continuous, self.gen)
             self.logprobs[:, t] = log_prob(logits, action, policy.continuous).float()
             self.values[:, t] = value.float()
             self.actions[:, t] = action
             self.mask[:, t] = self.controlled & learner & ~rem
+            if self.start_max > 0:  # exploring start: the rollout's action, not the policy's (out of the loss)
+                forced = _flat(self.env.trial_step.view(-1, 1).expand(self.E, self.A)) < self.start_len  # (N,)
+                action = torch.where(forced, self.start_actions[self.start_dir], action)
+                self.actions[:, t] = action
+                self.mask[:, t] &= ~forced
+            if self.task is not None:  # the label of the episode this step belongs to (read before the step)
+                self.task[:, t] = _flat(self.env.true_goal)
             env_action = action
             if self.coplayers is not None:
                 co_active = self.controlled & ~rem if skip else None
@@ -232,6 +286,14 @@ class Rollout:
             self.next_term, self.next_removed = term_n, removed_n
             self.next_pos = torch.where(term_n, torch.zeros_like(self.next_pos), self.next_pos + 1)
             self.controlled = _flat(res.controlled).bool()
+            if self.start_max > 0:  # a new trial draws a new exploring start
+                new_trial = self._per_env(self.env.trial_step == 0)
+                length, side = self._draw_start(self.N)
+                self.start_len = torch.where(new_trial, length, self.start_len)
+                self.start_dir = torch.where(new_trial, side, self.start_dir)
+            if self.template is not None:  # a new trial (or episode) draws a new bias
+                new_trial = self._per_env(self.env.trial_step == 0) if hasattr(self.env, "trial_step") else term_n
+                self.cur_bias = torch.where(new_trial, self._draw_bias(self.N), self.cur_bias)
         self.agent_steps += self.N * T
         in_play = self.mask.sum()
         self.in_play_steps += in_play  # 0-d device tensor: no host sync here
@@ -245,4 +307,4 @@ class Rollout:
         return Batch(obs=self.obs, terminals=self.terminals, removed=self.removed, pos0=self.pos[:, 0],
                      state0=state0, actions=self.actions, logprobs=self.logprobs, values=self.values,
                      rewards=self.rewards, advantages=adv, returns=ret, mask=self.mask, memory=memory,
-                     in_play=in_play)
+                     in_play=in_play, task=self.task, steer_bias=self.steer_bias, steer_template=self.template)

@@ -25,7 +25,7 @@ from ttlab.common.device import resolve_device, seed_everything
 from ttlab.common.logging import Logger, console, progress
 from ttlab.common.runs import make_run_dir
 from ttlab.drive.policy import PolicyConfig, build_policy
-from ttlab.drive.ppo import PPOConfig, ppo_update
+from ttlab.drive.ppo import PPOConfig, annealed, ppo_update
 from ttlab.drive.rollout import CoPlayers, Rollout
 from ttlab.drive.sim.env import DriveEnv, EnvConfig
 
@@ -160,7 +160,8 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
         pols = [load_policy(s, env, device) for s in cfg.coplayers]
         co = CoPlayers(pols, coplayer_assignment(env.num_envs, env.num_agents, len(pols), cfg.coplayer_envs, device))
     rollout = Rollout(env, policy, cfg.rollout_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda, co,
-                      stored_context=cfg.ppo.context == "stored")
+                      stored_context=cfg.ppo.context == "stored", explore_steer=cfg.ppo.explore_steer,
+                      explore_start=cfg.ppo.explore_start, explore_start_prob=cfg.ppo.explore_start_prob)
     per_update = rollout.N * cfg.rollout_steps
     total = max(1, math.ceil(cfg.total_agent_steps / per_update))
     forward = None
@@ -168,6 +169,7 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
         forward = torch.compile(policy.forward, dynamic=False)
     logger = Logger(run.path, wandb=cfg.wandb, config=cfg)
     last: dict[str, float] = {}
+    ppo_cfg = dataclasses.replace(cfg.ppo)  # its ent_coef follows the schedule (ent_coef -> ent_coef_end)
     t_log, steps_log, in_play_log = time.perf_counter(), agent_steps, rollout.in_play_steps.clone()
     t_start = t_log
     try:
@@ -177,7 +179,8 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
                 policy.eval()
                 batch = rollout.collect()
                 policy.train()
-                metrics = ppo_update(policy, opt, batch, cfg.ppo, autocast_bf16=cfg.bf16, forward=forward)
+                ppo_cfg.ent_coef = annealed(cfg.ppo.ent_coef, cfg.ppo.ent_coef_end, update / max(1, total - 1))
+                metrics = ppo_update(policy, opt, batch, ppo_cfg, autocast_bf16=cfg.bf16, forward=forward)
                 update += 1
                 agent_steps += per_update
                 bar.advance(1)
@@ -190,6 +193,7 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
                     metrics["charts/agent_steps"] = agent_steps
                     metrics["charts/in_play_steps"] = rollout.in_play_steps.clone()
                     metrics["charts/learning_rate"] = cfg.ppo.lr
+                    metrics["charts/ent_coef"] = ppo_cfg.ent_coef
                     metrics.update({f"env/{k}": v for k, v in env.metrics().items()})
                     last = logger.scalars(metrics, agent_steps)
                     t_log, steps_log, in_play_log = time.perf_counter(), agent_steps, rollout.in_play_steps.clone()

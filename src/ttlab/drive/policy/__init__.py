@@ -44,6 +44,9 @@ class PolicyConfig:
     """Transformer attention heads."""
     horizon: int = 0
     """Transformer context in steps; 0 = K x trial_length of the env (one whole episode)."""
+    task_classes: int = 0
+    """Task-inference head (`policy.task_head`): classes it predicts from the core's hidden state (M, the candidate
+    exits, for the hidden-exit benchmark); trained by `PPOConfig.aux_task_coef`, never a policy input. 0 = none."""
 
 
 def build_policy(cfg: PolicyConfig, layout, num_actions: int, continuous: bool = False,
@@ -51,15 +54,15 @@ def build_policy(cfg: PolicyConfig, layout, num_actions: int, continuous: bool =
     """Build the policy named by `cfg.core`; `horizon` is used when `cfg.horizon` is 0."""
     layout = ObsLayout.of(layout)
     if cfg.core == "mlp":
-        return MLPPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden)
+        return MLPPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden, cfg.task_classes)
     if cfg.core == "lstm":
-        return LSTMPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden)
+        return LSTMPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden, cfg.task_classes)
     if cfg.core == "transformer":
         h = cfg.horizon or horizon
         if not h:
             raise ValueError("policy.horizon is 0 and the env gave no K x trial_length; set --policy.horizon")
         return TransformerPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden, cfg.n_layers,
-                                 cfg.n_heads, h)
+                                 cfg.n_heads, h, cfg.task_classes)
     raise ValueError(f"--policy.core {cfg.core!r}: expected one of {', '.join(CORES)}")
 
 

@@ -14,6 +14,7 @@ from torch import nn
 
 from ttlab.drive.policy.dist import head_size
 from ttlab.drive.policy.encoders import ObsEncoder, ObsLayout
+from ttlab.drive.policy.task_head import TaskHead
 
 
 class LSTMPolicy(nn.Module):
@@ -21,7 +22,7 @@ class LSTMPolicy(nn.Module):
     memoryless = False
 
     def __init__(self, layout: ObsLayout, num_actions: int, continuous: bool = False, embed: int = 64,
-                 hidden: int = 128):
+                 hidden: int = 128, task_classes: int = 0):
         super().__init__()
         self.num_actions, self.continuous, self.hidden = num_actions, continuous, hidden
         self.encoder = ObsEncoder(layout, embed, hidden)
@@ -30,6 +31,7 @@ class LSTMPolicy(nn.Module):
         self.critic = nn.Linear(hidden, 1)
         nn.init.orthogonal_(self.actor.weight, 0.01)
         nn.init.zeros_(self.actor.bias)
+        self.task_head = TaskHead(hidden, task_classes)
 
     def initial_state(self, n: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
         z = torch.zeros(n, self.hidden, device=device)
@@ -49,6 +51,7 @@ class LSTMPolicy(nn.Module):
         """`active` is accepted for a common signature and ignored (every agent is computed)."""
         h, c = state
         out, h, c = self._step(self.encoder(obs), h, c, terminals, removed)  # (N, H)
+        self.task_head.read(out)
         return self.actor(out), self.critic(out).squeeze(-1), (h, c)
 
     def forward(self, obs: torch.Tensor, terminals: torch.Tensor, removed: torch.Tensor, state=None, pos0=None,
@@ -61,4 +64,5 @@ class LSTMPolicy(nn.Module):
             out, h, c = self._step(x[:, t], h, c, terminals[:, t], removed[:, t])
             outs.append(out)
         o = torch.stack(outs, dim=1)  # (B, T, H)
+        self.task_head.read(o)
         return self.actor(o), self.critic(o).squeeze(-1), (h, c)

@@ -7,6 +7,7 @@ from torch import nn
 
 from ttlab.drive.policy.dist import head_size
 from ttlab.drive.policy.encoders import ObsEncoder, ObsLayout
+from ttlab.drive.policy.task_head import TaskHead
 
 
 class MLPPolicy(nn.Module):
@@ -16,7 +17,7 @@ class MLPPolicy(nn.Module):
     memoryless = True
 
     def __init__(self, layout: ObsLayout, num_actions: int, continuous: bool = False, embed: int = 64,
-                 hidden: int = 128):
+                 hidden: int = 128, task_classes: int = 0):
         super().__init__()
         self.num_actions, self.continuous = num_actions, continuous
         self.encoder = ObsEncoder(layout, embed, hidden)
@@ -25,12 +26,14 @@ class MLPPolicy(nn.Module):
         self.critic = nn.Linear(hidden, 1)
         nn.init.orthogonal_(self.actor.weight, 0.01)
         nn.init.zeros_(self.actor.bias)
+        self.task_head = TaskHead(hidden, task_classes)
 
     def initial_state(self, n: int, device: torch.device | str = "cpu") -> None:
         return None
 
     def _heads(self, obs: torch.Tensor, needed: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.core(self.encoder(obs, needed))  # (..., hidden)
+        self.task_head.read(h)
         return self.actor(h), self.critic(h).squeeze(-1)
 
     def forward_eval(self, obs: torch.Tensor, state=None, terminals: torch.Tensor | None = None,

@@ -43,6 +43,7 @@ from torch.nn import functional as F
 
 from ttlab.drive.policy.dist import head_size
 from ttlab.drive.policy.encoders import ObsEncoder, ObsLayout
+from ttlab.drive.policy.task_head import TaskHead
 
 
 def sinusoid(pos: torch.Tensor, dim: int) -> torch.Tensor:
@@ -96,7 +97,7 @@ class TransformerPolicy(nn.Module):
     memoryless = False
 
     def __init__(self, layout: ObsLayout, num_actions: int, continuous: bool = False, embed: int = 64,
-                 d_model: int = 128, n_layers: int = 2, n_heads: int = 4, horizon: int = 182):
+                 d_model: int = 128, n_layers: int = 2, n_heads: int = 4, horizon: int = 182, task_classes: int = 0):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
@@ -112,6 +113,7 @@ class TransformerPolicy(nn.Module):
         self.critic = nn.Linear(d_model, 1)
         nn.init.orthogonal_(self.actor.weight, 0.01)
         nn.init.zeros_(self.actor.bias)
+        self.task_head = TaskHead(d_model, task_classes)
 
     def initial_state(self, n: int, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> KVCache:
         dh = self.d // self.n_heads
@@ -125,6 +127,7 @@ class TransformerPolicy(nn.Module):
 
     def _heads(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x = self.ln_f(x)
+        self.task_head.read(x)
         return self.actor(x), self.critic(x).squeeze(-1)
 
     # ---- stepping -------------------------------------------------------------------------------

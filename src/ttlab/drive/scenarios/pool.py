@@ -27,7 +27,7 @@ class ProceduralSpec:
     hidden_goal: bool = False
     styles: bool = False
     exits: int = 0
-    """Hidden-goal candidate exits per vehicle (M); 0 = the family's default (2 for t_maze, else 3)."""
+    """Hidden-goal candidate exits per vehicle (M); 0 = the family's default (2 for t_maze(_shown), else 3)."""
 
     @classmethod
     def parse(cls, text: str) -> ProceduralSpec:

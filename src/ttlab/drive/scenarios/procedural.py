@@ -7,7 +7,9 @@ vehicle's approach; candidate 0 is the exit its route and log take), hidden_exit
 M = `num_candidates` exits on a T-junction or intersection that has M exits per approach, every vehicle
 spawned HIDDEN_EXIT_SPAWN metres before the junction and every exit HIDDEN_EXIT_AHEAD metres past it, so
 each exit is 20-40 m of path away), t_maze (hidden_exit on the stem of a T-junction: one vehicle, exits
-left and right, the driving version of the T-maze memory task) and
+left and right, the driving version of the T-maze memory task), t_maze_shown (the same T-maze with one
+exit, left or right, listed as both candidates: the exit is shown in the observation, so a policy learns to
+drive to a shown exit on either side; a training companion of t_maze, never a test of memory) and
 partner_style (any road family with `style_*` logs driven by cautious and aggressive drivers from the
 same start). `exit_routes` gives each vehicle's path to each of its candidate exits (scripted drivers).
 """
@@ -23,7 +25,8 @@ from ttlab.drive.scenarios.polyline import interp_at, rdp, resample, rotate, to_
 from ttlab.drive.scenarios.roads import FAMILIES, RoadMap, build_road
 from ttlab.drive.scenarios.types import ROAD_TYPE_ID, Scenario
 
-ADAPTATION_FAMILIES: tuple[str, ...] = ("hidden_goal", "hidden_exit", "t_maze", "partner_style")
+ADAPTATION_FAMILIES: tuple[str, ...] = ("hidden_goal", "hidden_exit", "t_maze", "t_maze_shown", "partner_style")
+T_MAZES = ("t_maze", "t_maze_shown")
 ALL_FAMILIES: tuple[str, ...] = FAMILIES + ADAPTATION_FAMILIES
 STYLE_NAMES: tuple[str, ...] = ("cautious", "aggressive")
 JUNCTIONS = ("intersection", "t_junction", "roundabout")
@@ -109,7 +112,7 @@ def exit_routes(family: str | None = None, seed: int = 0, num_agents: int = 12, 
 
 def _generate(family, seed, num_agents, hidden_goal, num_candidates, styles, steps, dt, routes=False):
     if num_candidates is None:
-        num_candidates = 2 if family == "t_maze" else 3
+        num_candidates = 2 if family in T_MAZES else 3
     rng = np.random.default_rng([seed, 7919])
     if family is None:
         family = FAMILIES[int(rng.integers(len(FAMILIES)))]
@@ -123,9 +126,9 @@ def _generate(family, seed, num_agents, hidden_goal, num_candidates, styles, ste
             raise ValueError(f"hidden_exit: no junction has {num_candidates} exits per approach "
                              f"(at most {max(EXITS_PER_APPROACH.values())})")
         hidden_goal, road_family = True, choices[int(rng.integers(len(choices)))]
-    elif family == "t_maze":
+    elif family in T_MAZES:
         if num_candidates != 2:
-            raise ValueError(f"t_maze has exactly 2 exits (left, right), got num_candidates={num_candidates}")
+            raise ValueError(f"{family} has exactly 2 exits (left, right), got num_candidates={num_candidates}")
         hidden_goal, road_family = True, "t_junction"
     elif family == "partner_style":
         choices = ("intersection", "roundabout") if hidden_goal else FAMILIES  # roads with 3 exits per approach
@@ -133,10 +136,10 @@ def _generate(family, seed, num_agents, hidden_goal, num_candidates, styles, ste
     else:
         road_family = family
     road = build_road(road_family, rng)
-    if family in ("hidden_exit", "t_maze"):  # exits just past the junction: every candidate is tens of metres away
+    if family in ("hidden_exit", *T_MAZES):  # exits just past the junction: every candidate is tens of metres away
         road.paths = [dataclasses.replace(p, exit_s=p.junction_s[1] + HIDDEN_EXIT_AHEAD) for p in road.paths]
-    spawns = _spawn(road, rng, num_agents, near=family in ("hidden_exit", "t_maze"),
-                    approach=2 if family == "t_maze" else None)  # t_junction arm 2 is the stem (south)
+    spawns = _spawn(road, rng, num_agents, near=family in ("hidden_exit", *T_MAZES),
+                    approach=2 if family in T_MAZES else None)  # t_junction arm 2 is the stem (south)
     n = len(spawns)
     length = rng.uniform(4.2, 5.0, n).astype(np.float32)
     width = rng.uniform(1.8, 2.1, n).astype(np.float32)
@@ -169,6 +172,10 @@ def _generate(family, seed, num_agents, hidden_goal, num_candidates, styles, ste
     route = np.stack([np.concatenate([r, np.repeat(r[-1:], R2 - len(r), 0)]) for r in rts])
     seg, seg_type, seg_road = _segments(road)
     cand = np.stack([_candidates(road, k, num_candidates) for k, _ in spawns]) if hidden_goal else None
+    # t_maze_shown: one exit (left or right, its own draw: the t_maze stream is untouched) listed twice
+    shown = int(np.random.default_rng([seed, 104729]).integers(2)) if family == "t_maze_shown" else None
+    if shown is not None:
+        cand = cand[:, [shown, shown]]
     style = None
     if styles:
         style = [run(STYLES[name]) for name in STYLE_NAMES]
@@ -198,6 +205,8 @@ def _generate(family, seed, num_agents, hidden_goal, num_candidates, styles, ste
             raise ValueError(f"exit_routes: scene family {family!r} has no candidate exits (use hidden_goal/hidden_exit)")
         per = [[resample(p.points[int(np.floor(s)):], 1.0) for p in _exit_paths(road, k, num_candidates)]
                for k, s in spawns]
+        if shown is not None:
+            per = [[r[shown], r[shown]] for r in per]
         R3 = max(len(r) for rs in per for r in rs)
         ex_routes = np.stack([np.stack([place(np.concatenate([r, np.repeat(r[-1:], R3 - len(r), 0)])) for r in rs])
                               for rs in per])  # (N, M, R, 2)
