@@ -170,6 +170,25 @@ def policy_config(cfg: TrainConfig, answer_prefix: str = "") -> PolicyConfig:
                         vllm_gpu_memory=cfg.vllm_gpu_memory)
 
 
+def warm_start_config(cfg: TrainConfig):
+    from ttlab.discover.llm.warmstart import WarmStartConfig
+
+    return WarmStartConfig(groups=cfg.warm_groups, per_group=cfg.warm_per_group, lr=cfg.warm_lr, seed=cfg.warm_seed)
+
+
+def warm_start_dir(cfg: TrainConfig) -> Path:
+    """Where this config's warm-start adapter is cached (it may not exist yet). Resolves the model (a built-in
+    GGUF is converted once, ~40 s) but loads no weights."""
+    from ttlab.discover.llm.models import cache_root, resolve_model
+    from ttlab.discover.llm.warmstart import key_digest
+    from ttlab.discover.prompts import ANSWER_PREFIXES
+
+    prefix = ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))
+    key = key_digest(warm_start_config(cfg), resolve_model(cfg.model), cfg.lora_rank, cfg.lora_alpha,
+                     cfg.target_modules, prefix)
+    return cache_root() / "warmstart" / key
+
+
 def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation], adv: np.ndarray,
           keep: np.ndarray, cfg: TrainConfig) -> dict[str, Any]:
     """Accumulate the loss over micro-batches of the kept samples and take one optimizer step.
@@ -256,11 +275,9 @@ class Trainer:
         self.policy = policy or LLMPolicy(policy_config(cfg, self.answer_prefix), self.device, seed=cfg.seed)
         self.warm_info: dict[str, Any] = {}
         if cfg.warm_start and cfg.task == "erdos":
-            from ttlab.discover.llm.warmstart import WarmStartConfig, warm_start
+            from ttlab.discover.llm.warmstart import warm_start
 
-            wcfg = WarmStartConfig(groups=cfg.warm_groups, per_group=cfg.warm_per_group, lr=cfg.warm_lr,
-                                   seed=cfg.warm_seed)
-            self.warm_info = warm_start(self.policy, wcfg, log=log)
+            self.warm_info = warm_start(self.policy, warm_start_config(cfg), log=log)
         elif cfg.warm_start:
             log(f"--warm-start: no program grammar for task {cfg.task!r}; starting from the plain model")
         self.opt = torch.optim.Adam(self.policy.trainable_parameters(), lr=cfg.lr,
