@@ -41,7 +41,8 @@ def config(args, arm: str):
         cfg.states_per_step = args.states_per_step
     if args.rollouts_per_state:
         cfg.rollouts_per_state = args.rollouts_per_state
-    cfg.fail_mode = args.fail_mode
+    if args.fail_mode:
+        cfg.fail_mode = args.fail_mode
     cfg.threads = args.threads
     return cfg
 
@@ -169,7 +170,8 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=0.0, help="override the preset's learning rate")
     ap.add_argument("--states-per-step", type=int, default=0, help="override the preset's states per step")
     ap.add_argument("--rollouts-per-state", type=int, default=0, help="override the preset's rollouts per state")
-    ap.add_argument("--fail-mode", default="floor", choices=("floor", "zero"), help="failed rollouts' place per group")
+    ap.add_argument("--fail-mode", default="", choices=("", "floor", "zero"),
+                    help="failed rollouts' place per group (default: the preset's)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per arm (the arms run side by side)")
     ap.add_argument("--runs", default=str(ROOT / "runs"))
     ap.add_argument("--tag", default=time.strftime("%Y%m%d_%H%M%S"))
@@ -203,7 +205,7 @@ def main() -> None:
     res = {"benchmark": "discover_ttt", "model": "smollm2-135m (Q4_1 GGUF dequantised to float32)",
            "task": "erdos", "preset": "cpu_smollm2", "steps": args.steps, "lr": config(args, "trained").lr,
            "rollouts_per_step": config(args, "trained").states_per_step * config(args, "trained").rollouts_per_state,
-           "states_per_step": config(args, "trained").states_per_step, "fail_mode": args.fail_mode,
+           "states_per_step": config(args, "trained").states_per_step, "fail_mode": config(args, "trained").fail_mode,
            "seed": args.seed, "threads_per_arm": args.threads, "exit_codes": codes, "warm_start": warm_info,
            "summary": {arm: summary(a["steps"]) for arm, a in arms.items() if a["steps"]},
            "arms": arms, "commit": commit, "nproc": os.cpu_count(), "loadavg_start": load0,
