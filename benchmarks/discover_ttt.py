@@ -1,13 +1,15 @@
 """Evidence: TTT-Discover with SmolLM2-135M on Erdős, the trained model beside the same model frozen.
 
 Both arms start from the same warm-started adapter (`warmstart.py`, cached under ~/.cache/ttlab) and the
-same seed, use the same preset (`cpu_smollm2`: 2 states x 8 rollouts per step) and therefore the same
+same seed, use the same preset (`cpu_smollm2`: 1 state x 8 rollouts per step; `--states-per-step 2` for the
+issue's 16) and therefore the same
 sampling budget; the frozen arm samples, runs and verifies exactly like the trained one but never updates.
 The two arms run as two single-thread processes side by side (2 cores). Per step: parse rate, valid rate,
 mean and best verified reward, best C5 in the tree so far. Writes the JSON and a learning-curve PNG and
 prints ONE JSON line last.
 
-    python benchmarks/discover_ttt.py [--steps 10] [--out benchmarks/results/discover_ttt.json]
+    python benchmarks/discover_ttt.py [--steps 10] [--states-per-step 2] [--lr 1e-4] [--seed 0]
+                                      [--out benchmarks/results/discover_ttt.json] [--png ...]
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = ("rollout/parse_rate", "rollout/valid_rate", "rollout/reward_mean", "rollout/reward_best",
         "rollout/score_best", "rollout/score_mean", "tree/best_score", "rollout/completion_tokens_mean",
-        "rollout/finished_rate", "adv/kept_frac", "adv/abs_max_raw", "learn/samples", "learn/grad_norm",
+        "rollout/finished_rate", "adv/kept_frac", "adv/abs_max_raw", "adv/beta_mean", "learn/samples", "learn/grad_norm",
         "time/step_s", "time/generate_s", "time/evaluate_s", "time/learn_s", "perf/gen_tokens_per_s")
 
 
@@ -35,6 +37,12 @@ def config(args, arm: str):
     cfg.root, cfg.run_name = str(Path(args.runs)), f"ttt_{arm}_{args.tag}"
     if args.lr:
         cfg.lr = args.lr
+    if args.states_per_step:
+        cfg.states_per_step = args.states_per_step
+    if args.rollouts_per_state:
+        cfg.rollouts_per_state = args.rollouts_per_state
+    if args.fail_mode:
+        cfg.fail_mode = args.fail_mode
     cfg.threads = args.threads
     return cfg
 
@@ -50,7 +58,7 @@ def run_arm(args) -> None:
         while tr.step_idx < cfg.steps:
             m = tr.step()
             rows.append({k.split("/")[-1] if k.startswith("rollout/") else k: m.get(k) for k in KEYS}
-                        | {"step": tr.step_idx})
+                        | {"step": tr.step_idx, "load1": round(os.getloadavg()[0], 2)})
             print(f"[{args.arm}] step {tr.step_idx}: parse {m['rollout/parse_rate']:.2f} valid "
                   f"{m['rollout/valid_rate']:.2f} reward mean {m['rollout/reward_mean']:.4f} best C5 "
                   f"{m['tree/best_score']:.6f} ({m['time/step_s']:.0f} s: gen {m['time/generate_s']:.0f} "
@@ -160,6 +168,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--lr", type=float, default=0.0, help="override the preset's learning rate")
+    ap.add_argument("--states-per-step", type=int, default=0, help="override the preset's states per step")
+    ap.add_argument("--rollouts-per-state", type=int, default=0, help="override the preset's rollouts per state")
+    ap.add_argument("--fail-mode", default="", choices=("", "floor", "zero"),
+                    help="failed rollouts' place per group (default: the preset's)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per arm (the arms run side by side)")
     ap.add_argument("--runs", default=str(ROOT / "runs"))
     ap.add_argument("--tag", default=time.strftime("%Y%m%d_%H%M%S"))
@@ -193,7 +205,8 @@ def main() -> None:
     res = {"benchmark": "discover_ttt", "model": "smollm2-135m (Q4_1 GGUF dequantised to float32)",
            "task": "erdos", "preset": "cpu_smollm2", "steps": args.steps, "lr": config(args, "trained").lr,
            "rollouts_per_step": config(args, "trained").states_per_step * config(args, "trained").rollouts_per_state,
-           "threads_per_arm": args.threads, "exit_codes": codes, "warm_start": warm_info,
+           "states_per_step": config(args, "trained").states_per_step, "fail_mode": config(args, "trained").fail_mode,
+           "seed": args.seed, "threads_per_arm": args.threads, "exit_codes": codes, "warm_start": warm_info,
            "summary": {arm: summary(a["steps"]) for arm, a in arms.items() if a["steps"]},
            "arms": arms, "commit": commit, "nproc": os.cpu_count(), "loadavg_start": load0,
            "loadavg_end": os.getloadavg(), "wall_s": round(time.time() - t0, 1)}

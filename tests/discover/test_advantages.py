@@ -7,6 +7,7 @@ from scipy.optimize import brentq
 from ttlab.discover.advantages import (
     entropic_loo,
     group_advantages,
+    group_betas,
     group_rewards,
     grpo,
     kl_to_uniform,
@@ -175,3 +176,19 @@ def test_bad_method_named():
         group_advantages(np.ones(2), np.ones(2, bool), ["a", "a"], method="ppo")
     with pytest.raises(ValueError, match="fail_mode"):
         group_advantages(np.ones(2), np.ones(2, bool), ["a", "a"], fail_mode="drop")
+
+
+@pytest.mark.parametrize("fail_mode", ["floor", "zero"])
+def test_group_betas_are_the_betas_the_advantages_use(fail_mode):
+    """The logged beta is the one solved on the group's scaled rewards (failures included), not on raw rewards."""
+    rewards = np.array([2.5950, 2.5962, 0.0, 2.5951, 2.60, 2.61, 0.0, 2.62])
+    valid = np.array([True, True, False, True, True, True, False, True])
+    gids = ["a"] * 4 + ["b"] * 4
+    adv, keep = group_advantages(rewards, valid, gids, fail_mode=fail_mode)
+    betas = group_betas(rewards, valid, gids, fail_mode=fail_mode)
+    assert len(betas) == 2 and keep.all()
+    for k, (beta, sl) in enumerate(zip(betas, (slice(0, 4), slice(4, 8)), strict=True)):
+        x = group_rewards(rewards[sl], valid[sl], fail_mode)
+        assert np.allclose(entropic_loo(x, beta), adv[sl]), k
+        assert beta != pytest.approx(solve_beta(rewards[sl][valid[sl]]))  # the stale raw-reward beta differs
+    assert group_betas(np.ones(3), np.ones(3, bool), ["a"] * 3) == []  # no signal, no beta

@@ -108,3 +108,32 @@ def test_warm_start_lowers_the_sft_loss_and_is_cached(tmp_path, monkeypatch, tin
     assert info2["cached"]
     a, b = pol.adapter_state(), pol2.adapter_state()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_warm_start_dir_is_the_trainers_cache_key(tmp_path, monkeypatch, tiny_dir):
+    """`warm_start_dir` (the demo's check) names the directory the trainer's warm start reads and writes."""
+    from ttlab.discover.llm.trainer import TrainConfig, policy_config, warm_start_config, warm_start_dir
+    from ttlab.discover.llm.warmstart import digest
+    from ttlab.discover.prompts import ANSWER_PREFIXES
+    from ttlab.discover.tasks import get_task
+
+    monkeypatch.setenv("TTLAB_CACHE", str(tmp_path / "cache"))
+    cfg = TrainConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8, warm_groups=3)
+    pol = LLMPolicy(policy_config(cfg, ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))), torch.device("cpu"))
+    assert warm_start_dir(cfg) == tmp_path / "cache" / "warmstart" / digest(warm_start_config(cfg), pol)
+    cfg.warm_groups = 4  # another warm-start config, another adapter
+    assert warm_start_dir(cfg).name != digest(warm_start_config(TrainConfig(model=str(tiny_dir), lora_rank=4,
+                                                                            lora_alpha=8, warm_groups=3)), pol)
+
+
+def test_demo_skips_ttt_and_says_so_when_the_warm_start_is_not_cached(tmp_path, monkeypatch):
+    from ttlab.discover import demo
+
+    monkeypatch.setenv("TTLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("TTLAB_DEMO_TTT", raising=False)
+    (tmp_path / "cache" / "warmstart" / "0123456789ab").mkdir(parents=True)  # an adapter of another config
+    (tmp_path / "cache" / "warmstart" / "0123456789ab" / "adapter.safetensors").write_bytes(b"x")
+    monkeypatch.setattr("ttlab.discover.llm.trainer.warm_start_dir",
+                        lambda cfg: tmp_path / "cache" / "warmstart" / "ffffffffffff")
+    line = demo.ttt_line(tmp_path / "out")
+    assert "SKIPPED" in line and "not cached" in line and "TTLAB_DEMO_TTT=1" in line

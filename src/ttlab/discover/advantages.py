@@ -120,13 +120,7 @@ def group_rewards(r: np.ndarray, ok: np.ndarray, fail_mode: str = "floor", tol: 
     raise ValueError(f"unknown fail_mode {fail_mode!r}; use floor or zero")
 
 
-def group_advantages(rewards: np.ndarray, valid: np.ndarray, group_ids: list, method: str = "entropic",
-                     fail_mode: str = "floor", tol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
-    """Advantages for a flat batch. Returns (advantages (B,), keep mask (B,)).
-
-    `group_ids` are the state ids the samples came from; rewards of failed samples are ignored
-    (`fail_mode` places them). Every advantage is finite whatever the rewards (1e300 or -1e300 included).
-    """
+def _check(rewards, valid, group_ids, method: str, fail_mode: str) -> tuple[np.ndarray, np.ndarray]:
     rewards = np.asarray(rewards, dtype=np.float64)
     valid = np.asarray(valid, dtype=bool)
     if rewards.shape != valid.shape or len(group_ids) != rewards.shape[0]:
@@ -135,9 +129,12 @@ def group_advantages(rewards: np.ndarray, valid: np.ndarray, group_ids: list, me
         raise ValueError(f"unknown advantage method {method!r}; use entropic or grpo")
     if fail_mode not in ("floor", "zero"):
         raise ValueError(f"unknown fail_mode {fail_mode!r}; use floor or zero")
-    valid = valid & np.isfinite(rewards)  # a non-finite reward is a failure, never a statistic
-    adv = np.zeros_like(rewards)
-    keep = np.zeros(rewards.shape, dtype=bool)
+    return rewards, valid & np.isfinite(rewards)  # a non-finite reward is a failure, never a statistic
+
+
+def scaled_groups(rewards: np.ndarray, valid: np.ndarray, group_ids: list, fail_mode: str = "floor",
+                  tol: float = 1e-12):
+    """Yield (indices, x) per group that carries a signal, x = `group_rewards` of the group (what the estimators see)."""
     groups: dict = {}
     for i, g in enumerate(group_ids):
         groups.setdefault(g, []).append(i)
@@ -147,8 +144,29 @@ def group_advantages(rewards: np.ndarray, valid: np.ndarray, group_ids: list, me
         if valid[ix].any():
             r = r / max(1.0, float(np.abs(r[valid[ix]]).max()))  # overflow-proof spread of huge rewards
         x = group_rewards(r, valid[ix], fail_mode, tol)
-        if x is None:
-            continue
+        if x is not None:
+            yield ix, x
+
+
+def group_advantages(rewards: np.ndarray, valid: np.ndarray, group_ids: list, method: str = "entropic",
+                     fail_mode: str = "floor", tol: float = 1e-12) -> tuple[np.ndarray, np.ndarray]:
+    """Advantages for a flat batch. Returns (advantages (B,), keep mask (B,)).
+
+    `group_ids` are the state ids the samples came from; rewards of failed samples are ignored
+    (`fail_mode` places them). Every advantage is finite whatever the rewards (1e300 or -1e300 included).
+    """
+    rewards, valid = _check(rewards, valid, group_ids, method, fail_mode)
+    adv = np.zeros_like(rewards)
+    keep = np.zeros(rewards.shape, dtype=bool)
+    for ix, x in scaled_groups(rewards, valid, group_ids, fail_mode, tol):
         adv[ix] = entropic_loo(x) if method == "entropic" else grpo(x)
         keep[ix] = True
     return adv, keep
+
+
+def group_betas(rewards: np.ndarray, valid: np.ndarray, group_ids: list, fail_mode: str = "floor",
+                tol: float = 1e-12) -> list[float]:
+    """The beta `group_advantages(..., "entropic")` solves for each kept group, on that group's scaled rewards
+    (`group_rewards`, so beta is on the [-1, 1] / [0, 1] scale, not on the raw reward's)."""
+    rewards, valid = _check(rewards, valid, group_ids, "entropic", fail_mode)
+    return [solve_beta(x) for _, x in scaled_groups(rewards, valid, group_ids, fail_mode, tol)]

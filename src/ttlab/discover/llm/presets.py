@@ -21,9 +21,10 @@ def debug() -> TrainConfig:
 def cpu_smollm2() -> TrainConfig:
     """SmolLM2-135M on 2 CPU cores: warm start, then 1 state x 8 rollouts of <= 288 tokens per step (one
     prompt forward, shared), learning rate sized for ~10 steps, no KL (the adapter-off model is the raw
-    model, not the warm start)."""
+    model, not the warm start), failed rollouts at raw reward 0 (the paper's reward: valid programs outrank
+    failures by ~2.6 while they differ by ~1e-3 among themselves; see docs/notes/discover-llm2.md)."""
     return TrainConfig(steps=10, states_per_step=1, rollouts_per_state=8, max_new_tokens=288, gen_batch_size=8,
-                       micro_batch=8, lora_rank=16, lora_alpha=32, lr=1e-4, kl_coef=0.0, temperature=0.5,
+                       micro_batch=8, lora_rank=16, lora_alpha=32, lr=1e-4, kl_coef=0.0, temperature=0.5, fail_mode="zero",
                        workers=2, program_budget_s=2.0, grace_s=5.0, init_states=2, device="cpu", backend="hf",
                        memory_mb=2048, warm_start=True, warm_groups=40, warm_per_group=4, warm_lr=3e-3, threads=1)
 

@@ -36,7 +36,7 @@ from ttlab.common.checkpoint import (
 from ttlab.common.device import resolve_device, seed_everything
 from ttlab.common.logging import Logger, progress
 from ttlab.common.runs import make_run_dir
-from ttlab.discover.advantages import group_advantages, solve_beta
+from ttlab.discover.advantages import group_advantages, group_betas
 from ttlab.discover.llm.loss import is_pg_loss
 from ttlab.discover.llm.policy import Generation, LLMPolicy, PolicyConfig, collate
 from ttlab.discover.prompts import PromptState, extract_code
@@ -68,9 +68,9 @@ class TrainConfig:
     """Warm start: seed of the corpus and of the SFT."""
     frozen: bool = False
     """Sample, run and verify exactly as in training but never update the adapter (the baseline arm)."""
-    adv_clip: float = 5.0
-    """Advantages are clipped to [-adv_clip, adv_clip] at the call site (0: off): the entropic estimator
-    gives ~1e13 for groups with exactly two valid rewards (a fix in advantages.py is pending)."""
+    adv_clip: float = 0.0
+    """Clip advantages to [-adv_clip, adv_clip] (0: off, the paper). Not needed since `advantages.py` bounds the
+    entropic estimator (A >= -1 and A <= ~11 for groups of 8, ~13 for 16); kept as an option."""
     steps: int = 50
     """Training steps of this run (a resumed run continues up to this total)."""
     states_per_step: int = 8
@@ -93,6 +93,9 @@ class TrainConfig:
     """Cap on the importance ratio (0: uncapped, the plain importance-sampled PG)."""
     advantage: str = "entropic"
     """Advantage estimator per group: entropic | grpo."""
+    fail_mode: str = "floor"
+    """Where failed rollouts sit on a group's reward scale: floor (one valid spread below the worst valid
+    sample) | zero (raw reward 0, the reference's); see `advantages.group_rewards`."""
     micro_batch: int = 8
     """Samples per forward/backward (gradient accumulation over the step's batch)."""
     lora_rank: int = 32
@@ -167,14 +170,23 @@ def policy_config(cfg: TrainConfig, answer_prefix: str = "") -> PolicyConfig:
                         vllm_gpu_memory=cfg.vllm_gpu_memory)
 
 
-def group_betas(rewards: np.ndarray, valid: np.ndarray, group_ids: list[str]) -> list[float]:
-    """The entropic estimator's beta of every group with >= 2 distinct valid rewards (for logging)."""
-    out = []
-    for g in dict.fromkeys(group_ids):
-        r = rewards[[i for i, x in enumerate(group_ids) if x == g and valid[i]]]
-        if r.size >= 2 and r.max() > r.min():
-            out.append(solve_beta(r))
-    return out
+def warm_start_config(cfg: TrainConfig):
+    from ttlab.discover.llm.warmstart import WarmStartConfig
+
+    return WarmStartConfig(groups=cfg.warm_groups, per_group=cfg.warm_per_group, lr=cfg.warm_lr, seed=cfg.warm_seed)
+
+
+def warm_start_dir(cfg: TrainConfig) -> Path:
+    """Where this config's warm-start adapter is cached (it may not exist yet). Resolves the model (a built-in
+    GGUF is converted once, ~40 s) but loads no weights."""
+    from ttlab.discover.llm.models import cache_root, resolve_model
+    from ttlab.discover.llm.warmstart import key_digest
+    from ttlab.discover.prompts import ANSWER_PREFIXES
+
+    prefix = ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))
+    key = key_digest(warm_start_config(cfg), resolve_model(cfg.model), cfg.lora_rank, cfg.lora_alpha,
+                     cfg.target_modules, prefix)
+    return cache_root() / "warmstart" / key
 
 
 def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation], adv: np.ndarray,
@@ -242,6 +254,8 @@ class Trainer:
         self.cfg, self.log = cfg, log
         if cfg.advantage not in ("entropic", "grpo"):
             raise ValueError(f"--advantage {cfg.advantage!r}: expected entropic or grpo")
+        if cfg.fail_mode not in ("floor", "zero"):
+            raise ValueError(f"--fail-mode {cfg.fail_mode!r}: expected floor or zero")
         if cfg.states_per_step < 1 or cfg.rollouts_per_state < 1:
             raise ValueError("--states-per-step and --rollouts-per-state must be >= 1")
         from ttlab.discover.prompts import PROMPT_FORMATS
@@ -261,11 +275,9 @@ class Trainer:
         self.policy = policy or LLMPolicy(policy_config(cfg, self.answer_prefix), self.device, seed=cfg.seed)
         self.warm_info: dict[str, Any] = {}
         if cfg.warm_start and cfg.task == "erdos":
-            from ttlab.discover.llm.warmstart import WarmStartConfig, warm_start
+            from ttlab.discover.llm.warmstart import warm_start
 
-            wcfg = WarmStartConfig(groups=cfg.warm_groups, per_group=cfg.warm_per_group, lr=cfg.warm_lr,
-                                   seed=cfg.warm_seed)
-            self.warm_info = warm_start(self.policy, wcfg, log=log)
+            self.warm_info = warm_start(self.policy, warm_start_config(cfg), log=log)
         elif cfg.warm_start:
             log(f"--warm-start: no program grammar for task {cfg.task!r}; starting from the plain model")
         self.opt = torch.optim.Adam(self.policy.trainable_parameters(), lr=cfg.lr,
@@ -348,11 +360,12 @@ class Trainer:
         t_eval = time.perf_counter() - t_gen_end
         rewards = np.array([vr.reward for _, vr in results], dtype=np.float64)
         valid = np.array([vr.valid for _, vr in results], dtype=bool)
-        adv, keep = group_advantages(rewards, valid, sids, cfg.advantage)
+        adv, keep = group_advantages(rewards, valid, sids, cfg.advantage, cfg.fail_mode)
         adv_raw_max = float(np.abs(adv).max()) if adv.size else 0.0
-        if cfg.adv_clip > 0:  # guard against the entropic blow-up (two valid rewards per group)
+        if cfg.adv_clip > 0:  # optional; the estimator is bounded
             adv = np.clip(adv, -cfg.adv_clip, cfg.adv_clip)
-        betas = group_betas(rewards, valid, sids) if cfg.advantage == "entropic" else []
+        # the beta each kept group was solved for (on its scaled rewards, failures included)
+        betas = group_betas(rewards, valid, sids, cfg.fail_mode) if cfg.advantage == "entropic" else []
         t0 = time.perf_counter()
         lstats = {"learn/samples": 0} if cfg.frozen else learn(self.policy, self.opt, gens, adv, keep, cfg)
         if self.device.type == "cuda":

@@ -74,15 +74,23 @@ def sft_examples(cfg: WarmStartConfig, task_name: str = "erdos") -> list[tuple[s
     return out
 
 
-def digest(cfg: WarmStartConfig, policy: LLMPolicy) -> str:
+def key_digest(cfg: WarmStartConfig, model_path, lora_rank: int, lora_alpha: int, target_modules: str,
+               answer_prefix: str) -> str:
+    """The cache key of a warm start: its config, the resolved model, the LoRA shape, the answer prefix and
+    the grammar's source (`corpus.py`)."""
     import inspect
 
     from ttlab.discover.llm import corpus
 
-    key = json.dumps({"cfg": asdict(cfg), "model": str(policy.path), "rank": policy.cfg.lora_rank,
-                      "alpha": policy.cfg.lora_alpha, "targets": policy.cfg.target_modules,
-                      "prefix": policy.cfg.answer_prefix, "corpus": inspect.getsource(corpus)}, sort_keys=True)
+    key = json.dumps({"cfg": asdict(cfg), "model": str(model_path), "rank": lora_rank, "alpha": lora_alpha,
+                      "targets": target_modules, "prefix": answer_prefix, "corpus": inspect.getsource(corpus)},
+                     sort_keys=True)
     return hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+def digest(cfg: WarmStartConfig, policy: LLMPolicy) -> str:
+    return key_digest(cfg, policy.path, policy.cfg.lora_rank, policy.cfg.lora_alpha, policy.cfg.target_modules,
+                      policy.cfg.answer_prefix)
 
 
 def sft(policy: LLMPolicy, cfg: WarmStartConfig, log=print) -> dict:
