@@ -44,7 +44,8 @@ def plot(res: dict, path: Path) -> None:
     seeds = res["seeds"]
     tmax = max(max((p["t"] for p in s["curve"]), default=1.0) for s in seeds) or 1.0
     lo = min(min(s["best_score"] for s in seeds), RECORD) - 2e-6
-    hi = min(0.3816, max(0.38095, max((s["curve"][0]["best_score"] for s in seeds if s["curve"]), default=0.3812)))
+    firsts = [p["best_score"] for s in seeds for p in s["curve"][:1] if np.isfinite(p["best_score"])]
+    hi = min(0.3816, max(0.38095, max(firsts, default=0.3812)))
 
     def xy(t, c):
         c = min(max(c, lo), hi)
@@ -58,8 +59,9 @@ def plot(res: dict, path: Path) -> None:
         d.text((w - m - 230, y - 12), name, fill=col)
     colors = [(0, 90, 200), (0, 150, 60), (140, 0, 160), (0, 160, 160), (120, 80, 0)]
     for i, s in enumerate(seeds):
-        pts = [xy(0, s["curve"][0]["best_score"])] if s["curve"] else []
-        for p in s["curve"]:
+        curve = [p for p in s["curve"] if np.isfinite(p["best_score"])]  # a step whose best failed re-verification
+        pts = [xy(0, curve[0]["best_score"])] if curve else []
+        for p in curve:
             pts.append(xy(p["t"], p["best_score"]))
         if len(pts) > 1:
             d.line(pts, fill=colors[i % len(colors)], width=2)
