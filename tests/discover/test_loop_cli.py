@@ -49,3 +49,18 @@ def test_program_weights_are_parsed_and_bad_ones_refused():
     for bad in ["foo=1", "lse", "lse=x", "lse=-1", "adam=0,local=0,lse=0,minimax=0,slp=0"]:
         with pytest.raises(ValueError, match="program-weights"):
             parse_program_weights(bad, "erdos")
+
+
+def test_demo_rerun_starts_its_runs_afresh(tmp_path):
+    # the demo's search and TTT runs have fixed names: a second `make demo` failed with "run directory exists"
+    from ttlab.common.runs import make_run_dir
+    from ttlab.discover.demo import fresh_runs
+    from ttlab.discover.loop import SearchConfig
+
+    out = tmp_path / "discover"
+    cfg = SearchConfig(run_name="search", root=str(tmp_path))
+    make_run_dir("discover", cfg, cfg.run_name, cfg.root, False)
+    with pytest.raises(FileExistsError):
+        make_run_dir("discover", cfg, cfg.run_name, cfg.root, False)
+    fresh_runs(out)
+    make_run_dir("discover", cfg, cfg.run_name, cfg.root, False)

@@ -7,6 +7,7 @@ skipped them and how to build the adapter (~20 CPU minutes once), unless TTLAB_D
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from ttlab.discover.loop import SearchConfig, run_search
@@ -17,9 +18,16 @@ from ttlab.discover.tasks.erdos import check_record, load_reference
 REFERENCE = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "erdos_reference.json"
 
 
+def fresh_runs(out_dir: Path) -> None:
+    """A rerun of the demo starts its search and TTT runs afresh (their run directories have fixed names)."""
+    for name in ("search", "ttt_smollm2"):
+        shutil.rmtree(Path(out_dir) / name, ignore_errors=True)
+
+
 def run(out_dir: Path, device: str = "cpu") -> str:
     del device  # CPU only: the search is sandboxed numpy/scipy programs
     out_dir = Path(out_dir)
+    fresh_runs(out_dir)
     lines = []
     task = get_task("erdos")
     if REFERENCE.exists():
