@@ -39,7 +39,7 @@ SPEC = "procedural:n=8,seed=3,families=t_maze,agents=1,exits=2"
 @functools.cache
 def _env(num_envs: int = 8, **kw) -> DriveEnv:
     """One env per config for the whole file (building the road grid is the slow part); users reset it."""
-    cfg = dataclasses.replace(hidden_exit().env, num_envs=num_envs, **kw)
+    cfg = dataclasses.replace(hidden_exit(intent=False).env, num_envs=num_envs, **kw)
     return DriveEnv(cfg, load_pool(SPEC), seed=1)
 
 

@@ -21,11 +21,11 @@ from ttlab.drive.sim.state import POLICY
 
 
 def exit_flag(env, obs: torch.Tensor) -> torch.Tensor:
-    """(E, A) the exit flag column of the ego features (the last ego feature with exit feedback on)."""
+    """(E, A) the exit flag column of the ego features (`layout.exit_flag_col`)."""
     if not getattr(env.layout, "exit_feedback", False):
         raise ValueError("the env's observations carry no exit feedback (needs hidden_goal=True, goal_behavior="
                          "'trial' and exit_feedback=True)")
-    return obs[..., env.layout.ego_dim - 1]
+    return obs[..., env.layout.exit_flag_col]
 
 
 class ExitOutcomes:

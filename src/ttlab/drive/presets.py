@@ -49,10 +49,11 @@ def hidden_goal() -> TrainConfig:
 
 
 HIDDEN_EXIT_SCENES = "procedural:n=256,families=t_maze+t_maze_shown,agents=1,exits=2"
+HIDDEN_EXIT_INTENT_SCENES = "procedural:n=256,families=t_maze,agents=1,exits=2"
 HIDDEN_EXIT_HELD_OUT = "procedural:n=64,seed=1000,families=t_maze,agents=1,exits=2"
 
 
-def hidden_exit(core: str = "transformer") -> TrainConfig:
+def hidden_exit(core: str = "transformer", intent: bool = True) -> TrainConfig:
     """The adaptation benchmark (benchmarks/drive_adapt.py), a driving T-maze: one ego 2-6 m before a T-junction
     on its stem, M = 2 candidate exits (left, right) 20-35 m of path away, one of them true (drawn per episode),
     K = 2 trials of 55 ticks. Reaching an exit is reported in the ego's next 5 observations (exit feedback: it
@@ -63,7 +64,24 @@ def hidden_exit(core: str = "transformer") -> TrainConfig:
     Training levers (docs/notes/drive-adapt2.md): half the training scenes are `t_maze_shown` (the same T-mazes
     with their one exit shown, either side, so the policy learns to turn both ways; the held-out test is
     t_maze only) and a task-inference head trained to predict the true exit (`aux_task_coef`, a training
-    target only)."""
+    target only).
+    `intent` (the default, docs/notes/drive-adapt3.md): the action also picks the candidate exit to head for at
+    each trial's first tick (`EnvConfig.exit_intent`, `policy.intent`), shaping is progress toward that pick,
+    and training runs on hidden T-mazes only (the shown companions are not needed to learn both turns).
+    intent=False is the previous benchmark (steering only, shaping toward the nearest exit, t_maze_shown mix)."""
+    if intent:
+        return TrainConfig(
+            env=EnvConfig(num_envs=128, max_agents=1, goal_behavior="trial", k_trials=2, trial_length=55,
+                          hidden_goal=True, exit_feedback=True, report_steps=5, goal_radius=3.0,
+                          collision_behavior="remove", offroad_behavior="ignore", reward_offroad=-0.01,
+                          reward_progress=0.05, progress_target="intent", exit_intent=True, partner_slots=1,
+                          road_slots=32, road_radius=30.0),
+            scenarios=HIDDEN_EXIT_INTENT_SCENES,
+            policy=PolicyConfig(core=core, embed=32, hidden=64, n_layers=1, n_heads=4, task_classes=2,
+                                intent_floor=0.2),
+            ppo=PPOConfig(lr=1e-3, update_epochs=4, num_minibatches=4, ent_coef=0.01, gamma=0.99, gae_lambda=0.95,
+                          aux_task_coef=1.0),
+            rollout_steps=100, total_agent_steps=1_500_000, device="cpu")
     return TrainConfig(
         env=EnvConfig(num_envs=128, max_agents=1, goal_behavior="trial", k_trials=2, trial_length=55,
                       hidden_goal=True, exit_feedback=True, report_steps=5, goal_radius=3.0, collision_behavior="remove",
@@ -79,6 +97,11 @@ def hidden_exit(core: str = "transformer") -> TrainConfig:
 def hidden_exit_mlp() -> TrainConfig:
     """`hidden_exit` with the memoryless MLP (the baseline that cannot adapt)."""
     return hidden_exit("mlp")
+
+
+def hidden_exit_steer() -> TrainConfig:
+    """`hidden_exit` without the exit intent (steering only; the previous benchmark, docs/notes/drive-adapt2.md)."""
+    return hidden_exit("transformer", intent=False)
 
 
 def fast_k2() -> TrainConfig:
@@ -110,6 +133,7 @@ def debug() -> TrainConfig:
 
 TRAIN_PRESETS = {"default": default, "adaptive_k2": adaptive_k2, "adaptive_k4": adaptive_k4,
                  "hidden_goal": hidden_goal, "hidden_exit": hidden_exit, "hidden_exit_mlp": hidden_exit_mlp,
+                 "hidden_exit_steer": hidden_exit_steer,
                  "fast_k2": fast_k2, "debug": debug}
 
 

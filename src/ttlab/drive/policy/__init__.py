@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from ttlab.drive.policy.encoders import ObsEncoder, ObsLayout
+from ttlab.drive.policy.intent import IntentPolicy
 from ttlab.drive.policy.lstm import LSTMPolicy
 from ttlab.drive.policy.mlp import MLPPolicy
 from ttlab.drive.policy.transformer import KVCache, TransformerPolicy
@@ -47,12 +48,28 @@ class PolicyConfig:
     task_classes: int = 0
     """Task-inference head (`policy.task_head`): classes it predicts from the core's hidden state (M, the candidate
     exits, for the hidden-exit benchmark); trained by `PPOConfig.aux_task_coef`, never a policy input. 0 = none."""
+    intent_floor: float = 0.0
+    """Exit intent (`EnvConfig.exit_intent`): every candidate keeps at least this / M probability at a trial's first
+    tick (`policy.intent.joint_logits`). 0 = the plain softmax."""
 
 
 def build_policy(cfg: PolicyConfig, layout, num_actions: int, continuous: bool = False,
                  horizon: int | None = None) -> nn.Module:
-    """Build the policy named by `cfg.core`; `horizon` is used when `cfg.horizon` is 0."""
-    layout = ObsLayout.of(layout)
+    """Build the policy named by `cfg.core`; `horizon` is used when `cfg.horizon` is 0.
+
+    When the simulator's layout has an exit intent (`EnvConfig.exit_intent`), `num_actions` is the env's
+    D * M joint actions: the core gets D + M head outputs and is wrapped in `IntentPolicy`."""
+    if getattr(layout, "exit_intent", False):
+        M = int(layout.num_goal_candidates)
+        if num_actions % M:
+            raise ValueError(f"exit intent: {num_actions} actions is not a multiple of the {M} candidates")
+        core = _build_core(cfg, ObsLayout.of(layout), num_actions // M + M, continuous, horizon)
+        return IntentPolicy(core, M, layout.intent_col, cfg.intent_floor)
+    return _build_core(cfg, ObsLayout.of(layout), num_actions, continuous, horizon)
+
+
+def _build_core(cfg: PolicyConfig, layout: ObsLayout, num_actions: int, continuous: bool,
+                horizon: int | None) -> nn.Module:
     if cfg.core == "mlp":
         return MLPPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden, cfg.task_classes)
     if cfg.core == "lstm":
@@ -66,5 +83,5 @@ def build_policy(cfg: PolicyConfig, layout, num_actions: int, continuous: bool =
     raise ValueError(f"--policy.core {cfg.core!r}: expected one of {', '.join(CORES)}")
 
 
-__all__ = ["CORES", "KVCache", "LSTMPolicy", "MLPPolicy", "ObsEncoder", "ObsLayout", "PolicyConfig",
+__all__ = ["CORES", "IntentPolicy", "KVCache", "LSTMPolicy", "MLPPolicy", "ObsEncoder", "ObsLayout", "PolicyConfig",
            "TransformerPolicy", "build_policy"]

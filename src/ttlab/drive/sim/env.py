@@ -108,7 +108,8 @@ class EnvConfig:
     (Ng et al. 1999: a potential difference, so it leaves the optimal policy unchanged for gamma -> 1). 0 = off."""
     progress_target: str = "goal"
     """goal (the ego's goal; refused with hidden_goal, it would give the hidden goal away) | nearest_exit (the
-    nearest hidden-goal candidate: the same in every world that differs only in the true exit)."""
+    nearest hidden-goal candidate: the same in every world that differs only in the true exit) | intent (the
+    candidate the ego picked with `exit_intent`: its own choice, the same in every such world)."""
     reward_conditioning: bool = False
     """Draw per-agent (goal, collision, offroad) weights per episode in [rc_lb, rc_ub]; show them in obs."""
     rc_lb: tuple[float, float, float] = (0.5, -1.0, -1.0)
@@ -128,6 +129,12 @@ class EnvConfig:
     wrong exit removes the ego at once and nothing tells it apart from the true one (no policy can adapt)."""
     report_steps: int = 1
     """Exit feedback: report steps (the ego waits at the exit, flag shown, for this many observations)."""
+    exit_intent: bool = False
+    """Hidden-goal trial mode, discrete actions: the action also names the candidate exit the ego heads for
+    (D * M actions, a = candidate * D + driving action; see `policy.intent`). It is read at the first tick of
+    each trial only (the observation's "intent open" flag is 1 there) and held for the trial; the ego's goal
+    features then show the picked candidate (they are 0 otherwise in hidden-goal mode). The agent's own choice,
+    never the true exit: the route becomes one sampled action instead of a steering habit."""
     partner_style: bool = False
     """Replay partners from one of the pool's style logs, drawn per episode (kept across trials)."""
     partner_radius: float = 50.0
@@ -167,7 +174,13 @@ class EnvConfig:
         check("offroad_behavior", self.offroad_behavior, EVENT_BEHAVIOURS)
         check("control_mode", self.control_mode, ("all", "ego_only", "replay"))
         check("backend", self.backend, ("auto", "native", "torch"))
-        check("progress_target", self.progress_target, ("goal", "nearest_exit"))
+        check("progress_target", self.progress_target, ("goal", "nearest_exit", "intent"))
+        if self.exit_intent and not (self.hidden_goal and self.goal_behavior == "trial" and self.action == "discrete"):
+            raise ValueError("EnvConfig.exit_intent needs hidden_goal=True, goal_behavior='trial' and discrete "
+                             f"actions (got hidden_goal={self.hidden_goal}, goal_behavior={self.goal_behavior!r}, "
+                             f"action={self.action!r})")
+        if self.progress_target == "intent" and not self.exit_intent:
+            raise ValueError("EnvConfig.progress_target='intent' needs exit_intent=True")
         if self.hidden_goal and self.reward_progress and self.progress_target == "goal":
             raise ValueError("EnvConfig.reward_progress with progress_target='goal' is refused with hidden_goal=True: "
                              "shaping toward the true goal would reveal it (use progress_target='nearest_exit')")
@@ -248,9 +261,12 @@ class DriveEnv:
         self.trial_mode = cfg.goal_behavior == "trial"
         self.feedback = cfg.hidden_goal and cfg.exit_feedback and self.trial_mode
         self.layout: ObsLayout = make_layout(cfg.partner_slots, cfg.road_slots, cfg.reward_conditioning, m,
-                                             self.feedback)
+                                             self.feedback, cfg.exit_intent)
         self.obs_dim = self.layout.obs_dim
         self.num_actions = NUM_DISCRETE if cfg.action == "discrete" else 2
+        self.num_drive_actions = self.num_actions
+        if cfg.exit_intent:
+            self.num_actions = NUM_DISCRETE * m
         self.tables = action_tables(cfg.limits, cfg.dynamics, self.device)
         self.env_ids = torch.arange(E, device=self.device)
         self._branch_free = self.device.type != "cpu"  # no data-dependent Python branches where they would sync
@@ -261,7 +277,7 @@ class DriveEnv:
         self._obs_fn = functools.partial(
             native.observe if self.backend == "native" else observe, partner_slots=cfg.partner_slots, partner_radius=cfg.partner_radius, road_slots=cfg.road_slots,
             road_radius=cfg.road_radius, max_accel=cfg.limits.max_accel, max_steer=cfg.limits.max_steer,
-            hide_goal=cfg.hidden_goal)
+            hide_goal=cfg.hidden_goal and not cfg.exit_intent)
         self._contact_fn = functools.partial(native.contacts if self.backend == "native" else contacts,
                                              candidates=cfg.collision_candidates)
         if cfg.compile and self.backend == "torch":
@@ -330,6 +346,7 @@ class DriveEnv:
         self.ep_step = torch.zeros(E, dtype=torch.long, device=dev)
         self.trial = torch.zeros(E, dtype=torch.long, device=dev)
         self.trial_step = torch.zeros(E, dtype=torch.long, device=dev)
+        self.intent = torch.zeros(E, A, dtype=torch.long, device=dev)  # exit intent: the candidate picked this trial
         z = torch.zeros(E, A, device=dev)
         # per-ego accumulators: episode return/length, sums over finished trials, flags of the current trial
         self.acc = {k: z.clone() for k in ("ret", "len", "goal", "coll", "off", "score", "t_goal", "t_coll",
@@ -374,8 +391,15 @@ class DriveEnv:
     def _observe(self, st: SimState, log_valid: torch.Tensor | None = None) -> torch.Tensor:
         cand = self.view.candidates[self.scene] if self.cfg.hidden_goal else None  # (E, A, M, 2)
         kw = {"out": self._obs_buf} if self.backend == "native" and self._obs_buf is not None else {}
+        goal_x, goal_y = st.goal_x, st.goal_y
+        if self.cfg.exit_intent:  # the goal shown is the picked candidate; none (the ego itself) while the pick is open
+            open_ = (self.trial_step == 0).view(-1, 1).expand_as(st.x)  # (E, A)
+            picked = torch.gather(cand, 2, self.intent.view(*self.intent.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
+            goal_x = torch.where(open_, st.x, picked[..., 0])
+            goal_y = torch.where(open_, st.y, picked[..., 1])
+            kw["intent_open"] = open_.float()
         obs = self._obs_fn(self.grid, self.scene, st.x, st.y, st.heading, st.speed, st.length, st.width,
-                            st.goal_x, st.goal_y, st.collided, st.offroad, st.accel, st.steer,
+                            goal_x, goal_y, st.collided, st.offroad, st.accel, st.steer,
                             self._visible(st, log_valid), self.weights if self.cfg.reward_conditioning else None,
                             cand, feedback=torch.stack([st.last_reward, st.exit_flag], -1) if self.feedback else None,
                             **kw)  # (E, A, obs_dim)
@@ -392,8 +416,14 @@ class DriveEnv:
         in_play = ego & ~st.removed & ~st.stopped & ~reporting
         out_before = ego & ~in_play & ~reporting  # the learner's view: a reporting ego still acts
 
-        # 1. policy agents move
-        lon, lat = decode_actions(actions.to(self.device), self.tables, lim, cfg.dynamics)
+        # 1. policy agents move (with exit intent the action also picks the candidate, at a trial's first tick)
+        actions = actions.to(self.device)
+        if cfg.exit_intent:
+            open_ = (self.trial_step == 0).view(-1, 1)  # (E, 1)
+            pick = torch.div(actions, NUM_DISCRETE, rounding_mode="floor").clamp(0, self.num_actions // NUM_DISCRETE - 1)
+            self.intent = torch.where(open_, pick, self.intent)  # (E, A)
+            actions = actions % NUM_DISCRETE
+        lon, lat = decode_actions(actions, self.tables, lim, cfg.dynamics)
         if cfg.dynamics == "classic":
             nx, ny, nh, nv = bicycle_step(st.x, st.y, st.heading, st.speed, lon, lat, st.length, dt, lim.max_speed)
             na, ns = lon, lat
@@ -437,6 +467,9 @@ class DriveEnv:
                 d0 = torch.hypot(cand[..., 0] - st.x.unsqueeze(-1), cand[..., 1] - st.y.unsqueeze(-1)).amin(-1)
                 d1 = torch.hypot(cand[..., 0] - x.unsqueeze(-1), cand[..., 1] - y.unsqueeze(-1)).amin(-1)
                 gain = d0 - d1  # (E, A)
+            elif cfg.progress_target == "intent":  # potential: -(distance to the candidate the ego picked)
+                pk = torch.gather(cand, 2, self.intent.view(*self.intent.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
+                gain = torch.hypot(pk[..., 0] - st.x, pk[..., 1] - st.y) - torch.hypot(pk[..., 0] - x, pk[..., 1] - y)
             else:
                 gain = progress_to_goal(st.x, st.y, x, y, st.goal_x, st.goal_y)
             reward = reward + cfg.reward_progress * gain * in_play

@@ -126,7 +126,8 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
             steer: torch.Tensor, visible: torch.Tensor, rc_weights: torch.Tensor | None,
             candidates: torch.Tensor | None, *, partner_slots: int, partner_radius: float, road_slots: int,
             road_radius: float, max_accel: float, max_steer: float, hide_goal: bool,
-            feedback: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+            feedback: torch.Tensor | None = None, out: torch.Tensor | None = None,
+            intent_open: torch.Tensor | None = None) -> torch.Tensor:
     """observe.observe on the native kernel: (E, A, obs_dim) float32, CPU tensors only; written into
     `out` (contiguous (E, A, obs_dim) float32) when given."""
     lib = load()
@@ -135,7 +136,7 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
     E, A = x.shape
     c, s = torch.cos(heading), torch.sin(heading)
     ego = ego_features(goal_x, goal_y, x, y, c, s, speed, length, width, collided, offroad, accel, steer,
-                       max_accel, max_steer, rc_weights, candidates, hide_goal, feedback)  # (E, A, ego_dim)
+                       max_accel, max_steer, rc_weights, candidates, hide_goal, feedback, intent_open)  # (E, A, ego_dim)
     ego_dim = ego.shape[-1]
     partner_offset, road_offset = ego_dim, ego_dim + partner_slots * 7
     obs_dim = road_offset + road_slots * 7

@@ -6,7 +6,9 @@ obs = [ego (ego_dim) | partners (63 x 7) | road (200 x 7)], zero-padded, all in 
 ego      : goal_x, goal_y, speed, length, width, collided, offroad, accel, steer
            [+ 3 reward-conditioning weights (goal, collision, offroad)] [+ M x (x, y) hidden-goal candidates]
            [+ last reward, exit flag (+1 true exit / -1 wrong exit reached last tick, else 0): exit feedback]
-           (in hidden-goal mode goal_x, goal_y are 0: only the candidates are shown)
+           [+ intent open (1 at a trial's first tick, where the action also picks the candidate to head for): exit intent]
+           (in hidden-goal mode goal_x, goal_y are 0: only the candidates are shown; with exit intent they show the
+           candidate the ego picked at the trial's first tick, 0 at that tick)
 partner  : x, y, cos(rel heading), sin(rel heading), speed, length, width   (within `partner_radius`)
 road     : mid_x, mid_y, length, cos(rel dir), sin(rel dir), distance, type id (ROAD_TYPE_ID; 0 = padding)
 Positions and lengths are divided by POS_SCALE, speeds by SPEED_SCALE, sizes by SIZE_SCALE.
@@ -28,6 +30,7 @@ SIZE_SCALE = 5.0
 EGO_BASE_DIM = 9
 EGO_RC_DIM = 3
 EGO_FEEDBACK_DIM = 2
+EGO_INTENT_DIM = 1
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,21 @@ class ObsLayout:
     num_goal_candidates: int = 0  # hidden-goal mode: candidates appended to the ego features
     reward_conditioning: bool = False  # 3 weights appended to the ego features
     exit_feedback: bool = False  # last reward and exit flag appended to the ego features
+    exit_intent: bool = False  # the "intent open" flag appended last to the ego features
+
+    @property
+    def exit_flag_col(self) -> int:
+        """Column of the exit flag (the last exit-feedback feature); only with exit_feedback."""
+        if not self.exit_feedback:
+            raise ValueError("this observation layout has no exit feedback")
+        return self.ego_dim - 1 - (EGO_INTENT_DIM if self.exit_intent else 0)
+
+    @property
+    def intent_col(self) -> int:
+        """Column of the "intent open" flag (the last ego feature); only with exit_intent."""
+        if not self.exit_intent:
+            raise ValueError("this observation layout has no exit intent")
+        return self.ego_dim - 1
 
     @property
     def partner_offset(self) -> int:
@@ -66,12 +84,12 @@ class ObsLayout:
 
 
 def make_layout(partner_slots: int, road_slots: int, reward_conditioning: bool, num_goal_candidates: int,
-                exit_feedback: bool = False) -> ObsLayout:
+                exit_feedback: bool = False, exit_intent: bool = False) -> ObsLayout:
     ego_dim = (EGO_BASE_DIM + (EGO_RC_DIM if reward_conditioning else 0) + 2 * num_goal_candidates
-               + (EGO_FEEDBACK_DIM if exit_feedback else 0))
+               + (EGO_FEEDBACK_DIM if exit_feedback else 0) + (EGO_INTENT_DIM if exit_intent else 0))
     return ObsLayout(ego_dim=ego_dim, partner_slots=partner_slots, road_slots=road_slots,
                      num_goal_candidates=num_goal_candidates, reward_conditioning=reward_conditioning,
-                     exit_feedback=exit_feedback)
+                     exit_feedback=exit_feedback, exit_intent=exit_intent)
 
 
 def nearest_partners(x: torch.Tensor, y: torch.Tensor, visible: torch.Tensor, k: int, radius: float,
@@ -151,8 +169,10 @@ def road_features(seg_table: torch.Tensor, cand: torch.Tensor, xs: torch.Tensor,
 
 def ego_features(goal_x, goal_y, x, y, cos_h, sin_h, speed, length, width, collided, offroad, accel, steer,
                  max_accel: float, max_steer: float, rc_weights: torch.Tensor | None,
-                 candidates: torch.Tensor | None, hide_goal: bool, feedback: torch.Tensor | None = None) -> torch.Tensor:
-    """(E, A, ego_dim). candidates (E, A, M, 2) world positions or None; feedback (E, A, 2) or None."""
+                 candidates: torch.Tensor | None, hide_goal: bool, feedback: torch.Tensor | None = None,
+                 intent_open: torch.Tensor | None = None) -> torch.Tensor:
+    """(E, A, ego_dim). candidates (E, A, M, 2) world positions or None; feedback (E, A, 2) or None;
+    intent_open (E, A) float or None."""
     gx, gy = to_ego(goal_x - x, goal_y - y, cos_h, sin_h)
     if hide_goal:
         gx, gy = torch.zeros_like(gx), torch.zeros_like(gy)
@@ -168,6 +188,8 @@ def ego_features(goal_x, goal_y, x, y, cos_h, sin_h, speed, length, width, colli
         parts.append(torch.stack([cx, cy], -1).flatten(-2) / POS_SCALE)  # (E, A, 2M)
     if feedback is not None:
         parts.append(feedback)  # (E, A, 2) last reward, exit flag
+    if intent_open is not None:
+        parts.append(intent_open.unsqueeze(-1))  # (E, A, 1)
     return torch.cat(parts, dim=-1)
 
 
@@ -177,7 +199,7 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
             steer: torch.Tensor, visible: torch.Tensor, rc_weights: torch.Tensor | None,
             candidates: torch.Tensor | None, *, partner_slots: int, partner_radius: float, road_slots: int,
             road_radius: float, max_accel: float, max_steer: float, hide_goal: bool,
-            feedback: torch.Tensor | None = None) -> torch.Tensor:
+            feedback: torch.Tensor | None = None, intent_open: torch.Tensor | None = None) -> torch.Tensor:
     """The full flat observation of every agent slot, (E, A, obs_dim) float32.
 
     One pure function of the state tensors (every argument (E, A) unless noted; scene (E,), rc_weights
@@ -191,5 +213,5 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
     inv = 1.0 / grid.pos_scale
     road = road_features(grid.seg_table, road_cand, x * inv, y * inv, c, s, road_radius * inv, road_slots)
     ego = ego_features(goal_x, goal_y, x, y, c, s, speed, length, width, collided, offroad, accel, steer,
-                       max_accel, max_steer, rc_weights, candidates, hide_goal, feedback)
+                       max_accel, max_steer, rc_weights, candidates, hide_goal, feedback, intent_open)
     return torch.cat([ego, par.reshape(E, A, -1), road.reshape(E, A, -1)], dim=-1)  # (E, A, obs_dim)
