@@ -11,6 +11,8 @@ Writes benchmarks/results/drive_adapt.json and the learning-curve figure benchma
 and prints ONE JSON line last.
 
     python benchmarks/drive_adapt.py                      # 3 seeds x {transformer, mlp}
+    python benchmarks/drive_adapt.py --design steer --seeds 2 --out benchmarks/results/drive_adapt_steer.json \
+        --png benchmarks/results/drive_adapt_steer.png    # the steering-only design (no exit intent)
     python benchmarks/drive_adapt.py --seeds 1 --steps 300000 --cores transformer --out /tmp/x.json   # a probe
 """
 
@@ -82,7 +84,7 @@ def plot(runs: list[dict], path: Path) -> None:
 
 
 def run_one(core: str, seed: int, steps: int, eval_episodes: int, threads: int, t_start: float,
-            overrides: dict | None = None) -> dict:
+            overrides: dict | None = None, intent: bool = True) -> dict:
     """Train one (core, seed) and evaluate it on held-out scenes (paired trials)."""
     torch.set_num_threads(threads)
 
@@ -90,9 +92,10 @@ def run_one(core: str, seed: int, steps: int, eval_episodes: int, threads: int, 
         print(f"[{time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
 
     log(f"train {core} seed {seed}")
-    policy, curve, facts = train_hidden_exit(core, seed, steps=steps, log=log, **(overrides or {}))
+    policy, curve, facts = train_hidden_exit(core, seed, steps=steps, log=log, intent=intent, **(overrides or {}))
     t0 = time.perf_counter()
-    ev = {k: round(v, 4) for k, v in run_policy(held_out_env(seed=100 + seed), policy, eval_episodes).items()}
+    env = held_out_env(seed=100 + seed, intent=intent)
+    ev = {k: round(v, 4) for k, v in run_policy(env, policy, eval_episodes).items()}
     facts["eval_wall_s"] = round(time.perf_counter() - t0, 1)
     log(f"eval {core} seed {seed}: {ev}")
     return {"core": core, "seed": seed, **facts, "eval": ev, "curve": curve}
@@ -103,6 +106,9 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=hidden_exit().total_agent_steps, help="agent-steps per run")
     ap.add_argument("--cores", default="transformer,mlp")
+    ap.add_argument("--design", default="intent", choices=("intent", "steer"),
+                    help="intent: the route is picked by an exit-intent action (presets.hidden_exit); steer: steering "
+                         "only (presets.hidden_exit(intent=False), the previous design)")
     ap.add_argument("--eval-episodes", type=int, default=8, help="episodes per held-out env (64 envs)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads with --jobs 1")
     ap.add_argument("--set", nargs="*", default=[], help="preset overrides section.field=value (probes)")
@@ -111,6 +117,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "drive_adapt.json")
     ap.add_argument("--png", type=Path, default=RESULTS / "drive_adapt.png")
     args = ap.parse_args()
+    intent = args.design == "intent"
     torch.set_num_threads(args.threads)
     t_start, load0 = time.perf_counter(), os.getloadavg()
     if args.jobs <= 0:
@@ -120,7 +127,7 @@ def main() -> int:
         print(f"[{time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
 
     # scripted references on the held-out scenes (what the information structure allows)
-    env = held_out_env()
+    env = held_out_env(intent=intent)
     routes = pool_exit_routes(HIDDEN_EXIT_HELD_OUT)
     scripted = {}
     for name, ch in (("memory", MemoryChooser()), ("fixed_0", FixedChooser(0)), ("fixed_1", FixedChooser(1))):
@@ -133,9 +140,10 @@ def main() -> int:
         import multiprocessing as mp
 
         with mp.get_context("fork").Pool(args.jobs) as pool:
-            runs = pool.starmap(run_one, [(c, s, args.steps, args.eval_episodes, 1, t_start, overrides) for c, s in jobs])
+            runs = pool.starmap(run_one, [(c, s, args.steps, args.eval_episodes, 1, t_start, overrides, intent)
+                                          for c, s in jobs])
     else:
-        runs = [run_one(c, s, args.steps, args.eval_episodes, args.threads, t_start, overrides) for c, s in jobs]
+        runs = [run_one(c, s, args.steps, args.eval_episodes, args.threads, t_start, overrides, intent) for c, s in jobs]
 
     def agg(core: str, key: str) -> list[float]:
         return [r["eval"][key] for r in runs if r["core"] == core]
@@ -156,7 +164,7 @@ def main() -> int:
         targets["transformer_every_seed_ge_0.2"] = all(x >= 0.2 for x in tr["delta_goal_rate_per_seed"])
     if ml:
         targets["mlp_abs_delta_le_0.05"] = abs(ml["delta_goal_rate_mean"]) <= 0.05
-    cfg = hidden_exit()
+    cfg = hidden_exit(intent=intent)
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).parent).stdout.strip()
@@ -167,7 +175,8 @@ def main() -> int:
         "torch_threads": 1 if args.jobs > 1 else args.threads,
         "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "wall_s": round(time.perf_counter() - t_start, 1),
-        "config": {"scenarios": cfg.scenarios, "held_out": HIDDEN_EXIT_HELD_OUT, "M": 2, "K": cfg.env.k_trials,
+        "config": {"design": args.design, "intent_floor": cfg.policy.intent_floor,
+                   "progress_target": cfg.env.progress_target, "scenarios": cfg.scenarios, "held_out": HIDDEN_EXIT_HELD_OUT, "M": 2, "K": cfg.env.k_trials,
                    "trial_length": cfg.env.trial_length, "num_envs": cfg.env.num_envs,
                    "agent_steps_per_run": runs[0]["agent_steps"] if runs else 0, "seeds": args.seeds,
                    "eval_episodes_per_env": args.eval_episodes, "eval_envs": 64,
@@ -183,7 +192,7 @@ def main() -> int:
                        or (k.startswith("trial_") and k.endswith(("goal_rate", "exit_rate")))} for c in r["curve"]]
     args.out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
     plot(runs, args.png)
-    line = {"benchmark": "drive_adapt", "wall_s": result["wall_s"], "commit": commit[:10],
+    line = {"benchmark": "drive_adapt", "design": args.design, "wall_s": result["wall_s"], "commit": commit[:10],
             "loadavg_start": result["loadavg_start"], **{f"{c}_{k}": v for c, s in summary.items() for k, v in s.items()
                                                          if k in ("delta_goal_rate_mean", "delta_goal_rate_per_seed",
                                                                   "trial_1_goal_rate_after_wrong_0")},

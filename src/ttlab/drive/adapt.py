@@ -23,13 +23,14 @@ from ttlab.drive.train import env_horizon, make_env
 
 
 def train_hidden_exit(core: str, seed: int, steps: int | None = None, seconds: float | None = None,
-                      log=None, num_envs: int | None = None, **overrides) -> tuple[torch.nn.Module, list[dict], dict]:
+                      log=None, num_envs: int | None = None, intent: bool = True, **overrides) -> tuple[torch.nn.Module, list[dict], dict]:
     """PPO on `presets.hidden_exit(core)` for `steps` agent-steps (rounded up to whole updates) or until
     `seconds` of wall time have passed (checked between updates). Returns (policy in eval mode, learning
-    curve: one dict per update with the rollouts' per-trial metrics, run facts)."""
+    curve: one dict per update with the rollouts' per-trial metrics, run facts). intent=False: the steering-only
+    design (`presets.hidden_exit(intent=False)`)."""
     if (steps is None) == (seconds is None):
         raise ValueError("train_hidden_exit: give exactly one of steps= or seconds=")
-    cfg = hidden_exit(core)
+    cfg = hidden_exit(core, intent=intent)
     if num_envs is not None:
         cfg.env.num_envs = num_envs
     for key, value in overrides.items():
@@ -77,8 +78,8 @@ def train_hidden_exit(core: str, seed: int, steps: int | None = None, seconds: f
     return policy.eval(), curve, facts
 
 
-def held_out_env(seed: int = 0, num_envs: int = 64) -> DriveEnv:
+def held_out_env(seed: int = 0, num_envs: int = 64, intent: bool = True) -> DriveEnv:
     """The benchmark's env on held-out scenes (`presets.HIDDEN_EXIT_HELD_OUT`: other seeds than training)."""
-    cfg = hidden_exit()
+    cfg = hidden_exit(intent=intent)
     cfg.env.num_envs = num_envs
     return make_env(cfg.env, HIDDEN_EXIT_HELD_OUT, torch.device("cpu"), seed)
