@@ -118,6 +118,11 @@ def main() -> int:
     ap.add_argument("--png", type=Path, default=RESULTS / "drive_adapt.png")
     args = ap.parse_args()
     intent = args.design == "intent"
+    try:  # the code that runs: read at the start (later commits during the run do not change it)
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        commit = "unknown"
     torch.set_num_threads(args.threads)
     t_start, load0 = time.perf_counter(), os.getloadavg()
     if args.jobs <= 0:
@@ -165,11 +170,6 @@ def main() -> int:
     if ml:
         targets["mlp_abs_delta_le_0.05"] = abs(ml["delta_goal_rate_mean"]) <= 0.05
     cfg = hidden_exit(intent=intent)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip()
-    except OSError:
-        commit = "unknown"
     result = {
         "benchmark": "drive_adapt", "commit": commit, "nproc": os.cpu_count(), "jobs": args.jobs,
         "torch_threads": 1 if args.jobs > 1 else args.threads,
