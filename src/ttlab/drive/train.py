@@ -74,7 +74,13 @@ class TrainConfig:
     show_progress: bool = True
     """Show a progress bar (on a terminal)."""
     time_limit: float = 0.0
-    """Stop after this many minutes of training (0 = none), with a checkpoint, even if budget is left."""
+    """Stop after this many minutes of training (0 = none), with a checkpoint, even if budget is left. The
+    behaviour-cloning warm start (bc_ticks) counts toward it."""
+    bc_ticks: int = 0
+    """Behaviour-cloning warm start (`drive.bc`, memoryless policies): before PPO, drive the env this many ticks
+    with the log-tracking expert and fit the policy (actions) and critic (returns) to it. 0 = none."""
+    bc_epochs: int = 4
+    """Epochs over the expert data in the warm start."""
 
 
 def env_horizon(env) -> int:
@@ -136,6 +142,21 @@ def _save(run, policy, opt, cfg: TrainConfig, horizon: int, update: int, agent_s
     })
 
 
+def _warm_start(cfg: TrainConfig, env, policy) -> dict[str, float]:
+    """Behaviour-cloning warm start (`drive.bc`); returns its metrics under bc/ (expert rates, fit, time)."""
+    from ttlab.drive.bc import clone, collect
+
+    t0 = time.perf_counter()
+    data = collect(env, cfg.bc_ticks, cfg.ppo.gamma)
+    out = {f"bc/{k}": v for k, v in clone(policy, data, epochs=cfg.bc_epochs, lr=cfg.ppo.lr).items()}
+    out.update({f"bc/expert_{k}": v for k, v in data.metrics.items() if k.endswith("_rate")})
+    out["bc/samples"] = float(data.obs.shape[0])
+    out["bc/wall_s"] = time.perf_counter() - t0
+    env.metrics()  # the expert's episodes are not the learner's
+    console.print("behaviour-cloning warm start: " + " ".join(f"{k}={v:.4g}" for k, v in out.items()))
+    return out
+
+
 def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
     """Train; returns the last logged metrics (plus `update`, `agent_steps`, `run_dir`).
 
@@ -159,6 +180,10 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
     if cfg.coplayers:
         pols = [load_policy(s, env, device) for s in cfg.coplayers]
         co = CoPlayers(pols, coplayer_assignment(env.num_envs, env.num_agents, len(pols), cfg.coplayer_envs, device))
+    t_begin = time.perf_counter()
+    bc: dict[str, float] = {}
+    if cfg.bc_ticks > 0 and update == 0:  # a resumed run has its warm start in its weights already
+        bc = _warm_start(cfg, env, policy)
     rollout = Rollout(env, policy, cfg.rollout_steps, cfg.ppo.gamma, cfg.ppo.gae_lambda, co,
                       stored_context=cfg.ppo.context == "stored", explore_steer=cfg.ppo.explore_steer,
                       explore_start=cfg.ppo.explore_start, explore_start_prob=cfg.ppo.explore_start_prob)
@@ -168,10 +193,12 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
     if cfg.compile and device.type == "cuda":
         forward = torch.compile(policy.forward, dynamic=False)
     logger = Logger(run.path, wandb=cfg.wandb, config=cfg)
+    if bc:
+        logger.scalars(bc, 0)
     last: dict[str, float] = {}
     ppo_cfg = dataclasses.replace(cfg.ppo)  # its ent_coef follows the schedule (ent_coef -> ent_coef_end)
     t_log, steps_log, in_play_log = time.perf_counter(), agent_steps, rollout.in_play_steps.clone()
-    t_start = t_log
+    t_start = t_begin
     try:
         with progress(total, "drive train", disable=None if cfg.show_progress else True) as bar:
             bar.set(completed=update)
