@@ -35,6 +35,9 @@ from ttlab.drive.policy.dist import sample
 from ttlab.drive.sim.state import SimState
 
 
+DESIGN = {"intent": True}  # set from --design in main
+
+
 def _side(pool, scene: int, m: int) -> int:
     """+1 when candidate m of the scene's ego lies left of its start heading, else -1."""
     x, y = pool.pos[scene, 0, 0].tolist()
@@ -76,7 +79,7 @@ def _roll(pol, env, episodes: int, forced: tuple[int, int] | None = None) -> lis
 
 
 def choice_stats(pol, episodes: int) -> dict:
-    env = held_out_env(num_envs=64)
+    env = held_out_env(num_envs=64, intent=DESIGN['intent'])
     rec = _roll(pol, env, episodes)
     by = collections.defaultdict(list)
     for s, _, c0, _ in rec:
@@ -99,7 +102,7 @@ def choice_stats(pol, episodes: int) -> dict:
 def report_stats(pol, seed: int = 3) -> dict:
     envs = []
     for flip in (False, True):
-        env = held_out_env(num_envs=64)
+        env = held_out_env(num_envs=64, intent=DESIGN['intent'])
         env.reset()
         if flip:  # the same draws, the other true exit
             env.true_goal = (env.true_goal + 1) % 2
@@ -133,7 +136,7 @@ def report_stats(pol, seed: int = 3) -> dict:
 
 
 def forced_stats(pol) -> dict:
-    env = held_out_env(num_envs=64)
+    env = held_out_env(num_envs=64, intent=DESIGN['intent'])
     lon, lat = env.tables
     neutral = lon.abs() == lon.abs().min()
     out = {}
@@ -152,13 +155,17 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=400_000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--episodes", type=int, default=16, help="episodes per held-out env for the choice statistics")
+    ap.add_argument("--design", default="intent", choices=("intent", "steer"),
+                    help="intent: presets.hidden_exit (exit intent); steer: steering only (hidden_exit(intent=False))")
     ap.add_argument("--set", nargs="*", default=[], help="preset overrides section.field=value (or scenarios=...)")
     args = ap.parse_args()
+    DESIGN["intent"] = args.design == "intent"
     torch.set_num_threads(1)
     t0, load0 = time.perf_counter(), os.getloadavg()
     overrides = dict(kv.split("=", 1) for kv in args.set)
-    pol, curve, facts = train_hidden_exit("transformer", args.seed, steps=args.steps, log=print, **overrides)
-    result = {"benchmark": "drive_adapt_diag", "overrides": overrides, "agent_steps": facts["agent_steps"],
+    pol, curve, facts = train_hidden_exit("transformer", args.seed, steps=args.steps, log=print, intent=DESIGN["intent"],
+                                         **overrides)
+    result = {"benchmark": "drive_adapt_diag", "design": args.design, "overrides": overrides, "agent_steps": facts["agent_steps"],
               "train_wall_s": facts["train_wall_s"], "loadavg_start": [round(x, 2) for x in load0],
               "train_last": {k: curve[-1].get(k) for k in ("trial_0_goal_rate", "trial_1_goal_rate",
                                                            "trial_0_exit_rate", "task_accuracy")},

@@ -112,8 +112,8 @@ def clone(policy, data: ExpertData, epochs: int = 4, batch_size: int = 4096, lr:
             (ce + value_coef * vl).backward()
             opt.step()
             w = idx.shape[0] / n
-            sums["bc_loss"] += float(ce) * w
-            sums["bc_value_loss"] += float(vl) * w
+            sums["bc_loss"] += float(ce.detach()) * w
+            sums["bc_value_loss"] += float(vl.detach()) * w
             sums["bc_accuracy"] += float((logits.argmax(-1) == data.actions[idx]).float().mean()) * w
         out = sums
     return out
