@@ -73,3 +73,18 @@ def test_the_trainer_warm_start_logs_the_expert_and_the_fit():
                       torch.device("cpu"), 0)
     with pytest.raises(ValueError, match="exit intent"):
         tracking_actions(hx_env)
+
+
+def test_each_sample_pairs_the_observation_the_action_was_chosen_on():
+    """The env reuses one observation buffer: a sample must hold the observation before its step, not after."""
+    from ttlab.drive.sim.state import POLICY
+
+    env = _env(2)
+    obs0 = env.reset().clone()
+    st = env.state
+    keep = (st.role == POLICY) & ~st.removed & ~st.stopped
+    act0 = tracking_actions(env)
+    data = collect(env, 2, 0.99)
+    n0 = int(keep.sum())
+    assert torch.equal(data.obs[:n0], obs0[keep]) and torch.equal(data.actions[:n0], act0[keep])
+    assert not torch.equal(data.obs[n0:2 * n0], data.obs[:n0])  # the second tick's rows are the next observations

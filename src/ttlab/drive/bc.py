@@ -26,15 +26,35 @@ HEADING_WEIGHT = 4.0  # squared-error weight of heading (rad^2) against position
 SPEED_WEIGHT = 0.1  # and of speed ((m/s)^2)
 
 
-def tracking_actions(env) -> torch.Tensor:
+def _log_target(env, anchor: str) -> torch.Tensor:
+    """(E, A, 4) the logged (x, y, heading, speed) each ego tracks next. anchor 'time': the log at the next tick
+    of the clock; 'path': the log one tick after the logged point nearest to the ego now (the log's path at the
+    log's pace, wherever along it the ego is: an ego that fell behind or ran ahead is not pulled to the clock)."""
+    if anchor == "time":
+        return env.view.log_at(env.view.replay_log, env.scene, env.style, env.t + 1)[0]
+    if anchor != "path":
+        raise ValueError(f"tracking anchor {anchor!r}: expected 'time' or 'path'")
+    table, valid, Y = env.view.main_log
+    A, T = env.view.A, env.view.T
+    full = table.view(-1, A, T, 4)[env.scene]  # (E, A, T, 4)
+    ok = valid.view(-1, A, T)[env.scene]  # (E, A, T)
+    st = env.state
+    d2 = (full[..., 0] - st.x.unsqueeze(-1)) ** 2 + (full[..., 1] - st.y.unsqueeze(-1)) ** 2  # (E, A, T)
+    k = d2.masked_fill(~ok, float("inf")).argmin(-1)  # (E, A) nearest logged point
+    last = (ok.long() * torch.arange(T, device=ok.device)).amax(-1)  # (E, A) last valid log step
+    j = torch.minimum(k + 1, last)
+    return torch.gather(full, 2, j.view(*j.shape, 1, 1).expand(*j.shape, 1, 4)).squeeze(2)
+
+
+def tracking_actions(env, anchor: str = "path") -> torch.Tensor:
     """(E, A) long: per ego, the discrete action whose bicycle tick from its current state lands closest to the
-    log's state at the next tick (position, heading, speed). Needs classic dynamics and discrete actions."""
+    logged state it tracks (`_log_target`: position, heading, speed). Needs classic dynamics and discrete actions."""
     cfg = env.cfg
     if cfg.dynamics != "classic" or cfg.action != "discrete" or getattr(cfg, "exit_intent", False):
         raise ValueError("tracking_actions needs dynamics='classic' and discrete actions without exit intent "
                          f"(got dynamics={cfg.dynamics!r}, action={cfg.action!r})")
     st = env.state
-    log, _ = env.view.log_at(env.view.replay_log, env.scene, env.style, env.t + 1)  # (E, A, 4) x, y, heading, speed
+    log = _log_target(env, anchor)  # (E, A, 4) x, y, heading, speed
     lon, lat = env.tables  # (91,) each
     x, y, h, v = (t.unsqueeze(-1) for t in (st.x, st.y, st.heading, st.speed))  # (E, A, 1)
     nx, ny, nh, nv = bicycle_step(x, y, h, v, lon, lat, st.length.unsqueeze(-1), float(env.pool.dt),
@@ -63,17 +83,26 @@ def discounted_returns(rewards: torch.Tensor, ends: torch.Tensor, gamma: float) 
 
 
 @torch.no_grad()
-def collect(env, ticks: int, gamma: float) -> ExpertData:
-    """Drive `env` (reset first) with `tracking_actions` for `ticks` steps; keep the egos in play."""
+def collect(env, ticks: int, gamma: float, policy=None) -> ExpertData:
+    """Drive `env` (reset first) for `ticks` steps and keep the egos in play, each labelled with the expert's
+    `tracking_actions`. policy None: the expert drives; else the (memoryless) policy drives, sampled, and the
+    expert only labels the states it visits (DAgger: the states the learner will actually see)."""
     obs = env.reset()
     env.metrics()  # start the sums afresh
     O, Acts, R, End, Keep = [], [], [], [], []
+    E, A = env.num_envs, env.num_agents
     for _ in range(ticks):
         st = env.state
         keep = (st.role == POLICY) & ~st.removed & ~st.stopped  # (E, A) egos that act this tick
+        O.append(obs[keep].clone())  # before the step: the env may write the next observation into this buffer
         act = tracking_actions(env)
-        res = env.step(act)
-        O.append(obs[keep].clone())
+        if policy is None:
+            res = env.step(act)
+        else:
+            from ttlab.drive.policy.dist import sample
+
+            logits, _, _ = policy.forward_eval(obs.reshape(E * A, -1).float(), None)
+            res = env.step(sample(logits, False).view(E, A))
         Acts.append(act[keep])
         R.append(res.reward)
         # the ego's episode ends here: it left play this tick, or its env's episode ended (then it was reset)
@@ -85,6 +114,12 @@ def collect(env, ticks: int, gamma: float) -> ExpertData:
     metrics = {k: float(v) for k, v in env.metrics().items() if not k.startswith("trial_")}
     return ExpertData(obs=torch.cat(O).float(), actions=torch.cat(Acts).long(), returns=ret[keep].float(),
                       metrics=metrics)
+
+
+def cat(parts: list[ExpertData]) -> ExpertData:
+    """The aggregate of several collections (DAgger's dataset); metrics of the last one."""
+    return ExpertData(obs=torch.cat([p.obs for p in parts]), actions=torch.cat([p.actions for p in parts]),
+                      returns=torch.cat([p.returns for p in parts]), metrics=parts[-1].metrics)
 
 
 def clone(policy, data: ExpertData, epochs: int = 4, batch_size: int = 4096, lr: float = 1e-3,

@@ -81,6 +81,9 @@ class TrainConfig:
     with the log-tracking expert and fit the policy (actions) and critic (returns) to it. 0 = none."""
     bc_epochs: int = 4
     """Epochs over the expert data in the warm start."""
+    bc_dagger: int = 0
+    """DAgger rounds after the first fit: the policy drives `bc_ticks` ticks, the expert labels the states it
+    visited, the aggregate is fitted again (`bc_epochs`). 0 = plain behaviour cloning."""
 
 
 def env_horizon(env) -> int:
@@ -144,12 +147,20 @@ def _save(run, policy, opt, cfg: TrainConfig, horizon: int, update: int, agent_s
 
 def _warm_start(cfg: TrainConfig, env, policy) -> dict[str, float]:
     """Behaviour-cloning warm start (`drive.bc`); returns its metrics under bc/ (expert rates, fit, time)."""
-    from ttlab.drive.bc import clone, collect
+    from ttlab.drive.bc import cat, clone, collect
 
     t0 = time.perf_counter()
     data = collect(env, cfg.bc_ticks, cfg.ppo.gamma)
     out = {f"bc/{k}": v for k, v in clone(policy, data, epochs=cfg.bc_epochs, lr=cfg.ppo.lr).items()}
     out.update({f"bc/expert_{k}": v for k, v in data.metrics.items() if k.endswith("_rate")})
+    for r in range(cfg.bc_dagger):
+        policy.eval()
+        new = collect(env, cfg.bc_ticks, cfg.ppo.gamma, policy=policy)  # the policy drives, the expert labels
+        out.update({f"bc/dagger{r}_{k}": v for k, v in new.metrics.items() if k.endswith("_rate")})
+        console.print(f"DAgger round {r}: the policy drove " + " ".join(
+            f"{k}={v:.3f}" for k, v in new.metrics.items() if k.endswith("_rate")))
+        data = cat([data, new])
+        out.update({f"bc/{k}": v for k, v in clone(policy, data, epochs=cfg.bc_epochs, lr=cfg.ppo.lr).items()})
     out["bc/samples"] = float(data.obs.shape[0])
     out["bc/wall_s"] = time.perf_counter() - t0
     env.metrics()  # the expert's episodes are not the learner's
