@@ -58,6 +58,11 @@ def main() -> int:
                     help="probe overrides, e.g. env.reward_progress=0.05 ppo.lr=3e-4 (dotted TrainConfig fields)")
     ap.add_argument("--out", type=Path, default=RESULTS / "drive_selfplay.json")
     args = ap.parse_args()
+    try:  # the code that runs: read at the start (later commits during the run do not change it)
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).parent).stdout.strip()
+    except OSError:
+        commit = ""
     torch.set_num_threads(args.threads)
     t0, load0 = time.perf_counter(), os.getloadavg()
     cfg = TRAIN_PRESETS[args.preset]()
@@ -93,11 +98,6 @@ def main() -> int:
     sampled = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, False, ev / "sampled.json")
     greedy = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, True, ev / "greedy.json")
     reached = sampled["goal_rate"] >= 0.95 and sampled["collision_plus_offroad"] <= 0.03 and train_min <= 60.0
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip()
-    except OSError:
-        commit = ""
     line = {
         "benchmark": "drive_selfplay", "preset": args.preset, "overrides": args.set, "seed": args.seed,
         "threads": args.threads, "nproc": os.cpu_count(), "commit": commit,
