@@ -44,10 +44,11 @@ class Proposer(ABC):
 
 
 def library_programs(task: str) -> dict[str, str]:
-    """name -> source of every library program for `task` (files `library/<task>_<name>.py`)."""
+    """name -> source of every library program for `task`: its own (`library/<task>_<name>.py`) and its family's
+    shared ones (`library/<family>_<name>.py`, e.g. `ac_local.py` for ac1 and ac2)."""
     out = {p.stem[len(task) + 1:]: p.read_text() for p in sorted(LIBRARY.glob(f"{task}_*.py"))}
     family = {"ac1": "ac", "ac2": "ac", "circle26": "circle", "circle32": "circle"}.get(task)
-    if not out and family:  # shared programs, specialised by the task name in SETTINGS when they have one
+    if family:  # shared programs, specialised by the task name in SETTINGS when they have one
         for p in sorted(LIBRARY.glob(f"{family}_*.py")):
             src = p.read_text()
             if '"task": ' in src:
