@@ -241,6 +241,9 @@ def main() -> None:
         return
     t0 = time.time()
     load0 = os.getloadavg()
+    commit0 = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                                capture_output=True, text=True).stdout.strip())
     warm_info, boot_rows = warm(args)
     procs, outs = {}, {}
     for arm in [a.strip() for a in args.arms.split(",") if a.strip()]:
@@ -261,7 +264,7 @@ def main() -> None:
            "bootstrap": {"steps": args.bootstrap_steps, "temperature": args.bootstrap_temperature, "rows": boot_rows,
                          "tree": str(bootstrap_tree(args)) if args.bootstrap_steps else ""}, "exit_codes": codes, "warm_start": warm_info,
            "summary": {arm: summary(a["steps"]) for arm, a in arms.items() if a["steps"]},
-           "arms": arms, "commit": commit, "nproc": os.cpu_count(), "loadavg_start": load0,
+           "arms": arms, "commit": commit, "commit_start": commit0, "dirty_start": dirty, "nproc": os.cpu_count(), "loadavg_start": load0,
            "loadavg_end": os.getloadavg(), "wall_s": round(time.time() - t0, 1)}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1))
