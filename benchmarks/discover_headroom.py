@@ -7,6 +7,14 @@ picks from step 2 on). Every completion is sandboxed (2 s budget) and verified, 
 ONE JSON line last (and writes it with --out).
 
     python benchmarks/discover_headroom.py [--temps 0.5,0.7,1.0] [--rollouts 8] [--parents 2] [--seed 0]
+
+Same-prompt comparison of a TTT run's adapter with the frozen warm start: `--tree` takes the parent states
+from a tree.json (its best `--parents` non-root states, e.g. the shared bootstrap tree both arms of
+`discover_ttt.py` start from) and `--adapter` loads a trainer checkpoint's LoRA weights (e.g.
+runs/discover/ttt_trained_TAG/checkpoints/step_000010) instead of the warm start; the sampling seeds are
+the same whatever the adapter, so two runs differ only in the weights.
+
+    python benchmarks/discover_headroom.py --tree T.json --temps 0.85 --rollouts 16 --parents 3 [--adapter CKPT]
 """
 
 from __future__ import annotations
@@ -58,6 +66,8 @@ def main() -> None:
     ap.add_argument("--parents", type=int, default=2, help="parent states (model-written valid programs)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="")
+    ap.add_argument("--tree", default="", help="parents: the best --parents non-root states of this tree.json")
+    ap.add_argument("--adapter", default="", help="a trainer checkpoint whose LoRA weights replace the warm start")
     args = ap.parse_args()
     import numpy as np
     import torch
@@ -74,18 +84,39 @@ def main() -> None:
     root = tr.tree.nodes[next(iter(tr.tree.nodes))]
     root_x = root.array()
     temps = [float(t) for t in args.temps.split(",")]
-    res: dict = {"benchmark": "discover_headroom", "rollouts": args.rollouts, "root": {}, "parent": {}}
-    # parents: valid programs the frozen model writes from the root at T = 0.5 (what PUCT expands from step 2)
-    base = sample(tr, PromptState(code="", score=root.score), root_x, args.rollouts, 0.5, args.seed)
-    res["root"]["0.5"] = [{k: r[k] for k in ("parsed", "valid", "score", "message")} for r in base]
-    parents = sorted([r for r in base if r["valid"]], key=lambda r: r["score"])[: args.parents]
-    print(f"root T=0.5: valid {sum(r['valid'] for r in base)}/{len(base)}", flush=True)
+    res: dict = {"benchmark": "discover_headroom", "rollouts": args.rollouts, "root": {}, "parent": {},
+                 "tree": args.tree, "adapter": args.adapter}
+    if args.adapter:
+        from ttlab.common.checkpoint import load_checkpoint
+
+        tr.policy.load_adapter_state(load_checkpoint(args.adapter)["adapter"])
+        print(f"adapter: {args.adapter}", flush=True)
+    if args.tree:
+        from ttlab.discover.puct import PUCTTree
+
+        tree = PUCTTree.load(args.tree)
+        kids = sorted([n for n in tree.nodes.values() if n.parent_id], key=lambda n: -n.reward)[: args.parents]
+        if not kids:
+            raise SystemExit(f"--tree {args.tree}: no non-root states")
+        parents = []
+        for n in kids:
+            v = tr.task.verify(n.array())
+            if not v.valid:
+                raise SystemExit(f"--tree {args.tree}: state {n.id} does not verify ({v.message})")
+            parents.append({"code": n.code, "score": float(v.score), "output": n.array().tolist(), "id": n.id})
+    else:
+        # parents: valid programs the frozen model writes from the root at T = 0.5 (what PUCT expands from step 2)
+        base = sample(tr, PromptState(code="", score=root.score), root_x, args.rollouts, 0.5, args.seed)
+        res["root"]["0.5"] = [{k: r[k] for k in ("parsed", "valid", "score", "message")} for r in base]
+        parents = sorted([r for r in base if r["valid"]], key=lambda r: r["score"])[: args.parents]
+        print(f"root T=0.5: valid {sum(r['valid'] for r in base)}/{len(base)}", flush=True)
     for t in temps:
-        if str(t) not in res["root"]:
+        if not args.tree and str(t) not in res["root"]:
             rows = sample(tr, PromptState(code="", score=root.score), root_x, args.rollouts, t, args.seed + 1)
             res["root"][str(t)] = [{k: r[k] for k in ("parsed", "valid", "score", "message")} for r in rows]
             print(f"root T={t}: valid {sum(r['valid'] for r in rows)}/{len(rows)}", flush=True)
         for p, par in enumerate(parents):
+            torch.manual_seed(args.seed + 100 * p)  # the same sampling noise whatever the adapter
             rows = sample(tr, PromptState(code=par["code"], score=par["score"], parent_score=root.score),
                           np.asarray(par["output"], dtype=float), args.rollouts, t, args.seed + 2 + p)
             res["parent"].setdefault(str(t), []).append(

@@ -152,8 +152,8 @@ def plot_pil(res: dict, path: Path) -> None:
     W, H, pad = 420, 300, 40
     img = Image.new("RGB", (3 * W, H + 30), "white")
     d = ImageDraw.Draw(img)
-    d.text((10, 5), f"TTT-Discover SmolLM2-135M Erdos, {res['rollouts_per_step']} rollouts/step, lr {res['lr']}: "
-           "trained (blue) vs frozen (orange)", fill="black")
+    d.text((10, 5), f"TTT-Discover SmolLM2-135M Erdos, {res['rollouts_per_step']} rollouts/step, T {res.get('temperature', 0.5)}, lr {res['lr']}"
+           f"{', shared bootstrap tree' if res.get('bootstrap', {}).get('steps') else ''}: trained (blue) vs frozen (orange)", fill="black")
     keys = (("valid_rate", "valid rate"), ("reward_mean", "mean reward (1/C5, invalid 0)"),
             ("tree/best_score", "best C5 so far"))
     for p, (key, title) in enumerate(keys):
@@ -203,7 +203,7 @@ def plot(res: dict, path: Path) -> None:
         a.grid(alpha=0.3)
     ax[0].legend()
     fig.suptitle(f"TTT-Discover, SmolLM2-135M (warm-started LoRA), Erdős, {res['rollouts_per_step']} rollouts/step, "
-                 f"lr {res['lr']:g}, 2 CPU cores")
+                 f"T {res.get('temperature', 0.5)}, lr {res['lr']:g}, 2 CPU cores")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
