@@ -78,7 +78,7 @@ def main() -> None:
 
     t0, load0 = time.time(), os.getloadavg()
     cfg = cpu_smollm2()
-    cfg.frozen, cfg.seed, cfg.root, cfg.run_name = True, args.seed, str(ROOT / "runs"), f"headroom_{time.strftime('%H%M%S')}"
+    cfg.frozen, cfg.seed, cfg.root, cfg.run_name = True, args.seed, str(ROOT / "runs"), f"headroom_{time.strftime('%H%M%S')}_{os.getpid()}"
     tr = Trainer(cfg, log=lambda s: print(s, flush=True))
     torch.manual_seed(args.seed)
     root = tr.tree.nodes[next(iter(tr.tree.nodes))]
