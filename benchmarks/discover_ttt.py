@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 KEYS = ("rollout/parse_rate", "rollout/valid_rate", "rollout/reward_mean", "rollout/reward_best",
         "rollout/score_best", "rollout/score_mean", "tree/best_score", "rollout/completion_tokens_mean",
         "rollout/finished_rate", "adv/kept_frac", "adv/abs_max_raw", "adv/beta_mean", "learn/samples", "learn/grad_norm",
+        "learn/dlogp_pos", "learn/dlogp_neg",
         "time/step_s", "time/generate_s", "time/evaluate_s", "time/learn_s", "perf/gen_tokens_per_s")
 
 
@@ -43,8 +44,49 @@ def config(args, arm: str):
         cfg.rollouts_per_state = args.rollouts_per_state
     if args.fail_mode:
         cfg.fail_mode = args.fail_mode
+    if args.temperature:
+        cfg.temperature = args.temperature
+    cfg.probe_update = args.probe_update
+    if args.bootstrap_steps:
+        cfg.init_tree = str(bootstrap_tree(args))
     cfg.threads = args.threads
     return cfg
+
+
+def bootstrap_tree(args) -> Path:
+    """Where the shared bootstrap run (`--bootstrap-steps`) leaves its tree (both arms start from it)."""
+    return Path(args.runs) / "discover" / f"ttt_boot_{args.tag}" / "tree.json"
+
+
+def bootstrap(args, policy) -> list[dict]:
+    """`--bootstrap-steps` frozen steps at `--bootstrap-temperature` from fresh roots, run ONCE before the arms:
+    both arms then start from its tree (same states, no root phase in their first steps)."""
+    from ttlab.discover.llm.presets import cpu_smollm2
+    from ttlab.discover.llm.trainer import Trainer
+
+    cfg = cpu_smollm2()
+    cfg.steps, cfg.seed, cfg.frozen, cfg.warm_start = args.bootstrap_steps, args.seed, True, False
+    cfg.temperature = args.bootstrap_temperature
+    cfg.root, cfg.run_name, cfg.threads = str(Path(args.runs)), f"ttt_boot_{args.tag}", args.threads
+    if args.states_per_step:
+        cfg.states_per_step = args.states_per_step
+    if args.rollouts_per_state:
+        cfg.rollouts_per_state = args.rollouts_per_state
+    policy.cfg.temperature = cfg.temperature
+    tr = Trainer(cfg, policy=policy, log=lambda s: print(f"[bootstrap] {s}", flush=True))
+    rows = []
+    try:
+        while tr.step_idx < cfg.steps:
+            m = tr.step()
+            rows.append({k.split("/")[-1] if k.startswith("rollout/") else k: m.get(k) for k in KEYS}
+                        | {"step": tr.step_idx, "load1": round(os.getloadavg()[0], 2)})
+            print(f"[bootstrap] step {tr.step_idx}: valid {m['rollout/valid_rate']:.2f} best C5 "
+                  f"{m['tree/best_score']:.6f} ({m['time/step_s']:.0f} s)", flush=True)
+    finally:
+        tr.close()
+    if not bootstrap_tree(args).is_file():
+        raise SystemExit(f"bootstrap: no tree at {bootstrap_tree(args)}")
+    return rows
 
 
 def run_arm(args) -> None:
@@ -68,8 +110,8 @@ def run_arm(args) -> None:
         tr.close()
 
 
-def warm(args) -> dict:
-    """Train (or load) the shared warm start once, before the arms start."""
+def warm(args) -> tuple[dict, list[dict]]:
+    """Train (or load) the shared warm start once, then run the shared bootstrap (if any), before the arms."""
     import torch
 
     from ttlab.discover.llm.policy import LLMPolicy
@@ -80,9 +122,11 @@ def warm(args) -> dict:
 
     cfg = config(args, "trained")
     torch.set_num_threads(max(1, args.threads))
-    pol = LLMPolicy(policy_config(cfg, ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))), torch.device("cpu"))
-    return warm_start(pol, WarmStartConfig(groups=cfg.warm_groups, per_group=cfg.warm_per_group, lr=cfg.warm_lr,
+    pol = LLMPolicy(policy_config(cfg, ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))), torch.device("cpu"),
+                    seed=args.seed)
+    info = warm_start(pol, WarmStartConfig(groups=cfg.warm_groups, per_group=cfg.warm_per_group, lr=cfg.warm_lr,
                                            seed=cfg.warm_seed), log=lambda s: print(s, flush=True))
+    return info, (bootstrap(args, pol) if args.bootstrap_steps else [])
 
 
 def summary(rows: list[dict]) -> dict:
@@ -92,7 +136,8 @@ def summary(rows: list[dict]) -> dict:
         v = [r[key] for r in rows[sl] if r.get(key) is not None]
         return float(np.mean(v)) if v else float("nan")
 
-    return {"valid_first3": mean("valid_rate", slice(0, 3)), "valid_last3": mean("valid_rate", slice(-3, None)),
+    return {"valid_first3": mean("valid_rate", slice(0, 3)), "valid_steps2to4": mean("valid_rate", slice(1, 4)),
+            "reward_steps2to4": mean("reward_mean", slice(1, 4)), "valid_all": mean("valid_rate", slice(0, None)), "valid_last3": mean("valid_rate", slice(-3, None)),
             "reward_first3": mean("reward_mean", slice(0, 3)), "reward_last3": mean("reward_mean", slice(-3, None)),
             "parse_first3": mean("parse_rate", slice(0, 3)), "parse_last3": mean("parse_rate", slice(-3, None)),
             "best_c5": min((r["tree/best_score"] for r in rows if r.get("tree/best_score") is not None),
@@ -107,8 +152,8 @@ def plot_pil(res: dict, path: Path) -> None:
     W, H, pad = 420, 300, 40
     img = Image.new("RGB", (3 * W, H + 30), "white")
     d = ImageDraw.Draw(img)
-    d.text((10, 5), f"TTT-Discover SmolLM2-135M Erdos, {res['rollouts_per_step']} rollouts/step, lr {res['lr']}: "
-           "trained (blue) vs frozen (orange)", fill="black")
+    d.text((10, 5), f"TTT-Discover SmolLM2-135M Erdos, {res['rollouts_per_step']} rollouts/step, T {res.get('temperature', 0.5)}, lr {res['lr']}"
+           f"{', shared bootstrap tree' if res.get('bootstrap', {}).get('steps') else ''}: trained (blue) vs frozen (orange)", fill="black")
     keys = (("valid_rate", "valid rate"), ("reward_mean", "mean reward (1/C5, invalid 0)"),
             ("tree/best_score", "best C5 so far"))
     for p, (key, title) in enumerate(keys):
@@ -158,7 +203,7 @@ def plot(res: dict, path: Path) -> None:
         a.grid(alpha=0.3)
     ax[0].legend()
     fig.suptitle(f"TTT-Discover, SmolLM2-135M (warm-started LoRA), Erdős, {res['rollouts_per_step']} rollouts/step, "
-                 f"lr {res['lr']:g}, 2 CPU cores")
+                 f"T {res.get('temperature', 0.5)}, lr {res['lr']:g}, 2 CPU cores")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -172,6 +217,12 @@ def main() -> None:
     ap.add_argument("--rollouts-per-state", type=int, default=0, help="override the preset's rollouts per state")
     ap.add_argument("--fail-mode", default="", choices=("", "floor", "zero"),
                     help="failed rollouts' place per group (default: the preset's)")
+    ap.add_argument("--temperature", type=float, default=0.0, help="override the preset's sampling temperature")
+    ap.add_argument("--probe-update", action="store_true",
+                    help="trained arm: log each update's log-prob change of positive / negative-advantage completions")
+    ap.add_argument("--bootstrap-steps", type=int, default=0,
+                    help="frozen steps run once from fresh roots before the arms; both arms start from its tree")
+    ap.add_argument("--bootstrap-temperature", type=float, default=0.5, help="sampling temperature of the bootstrap")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per arm (the arms run side by side)")
     ap.add_argument("--runs", default=str(ROOT / "runs"))
     ap.add_argument("--tag", default=time.strftime("%Y%m%d_%H%M%S"))
@@ -190,7 +241,10 @@ def main() -> None:
         return
     t0 = time.time()
     load0 = os.getloadavg()
-    warm_info = warm(args)
+    commit0 = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                                capture_output=True, text=True).stdout.strip())
+    warm_info, boot_rows = warm(args)
     procs, outs = {}, {}
     for arm in [a.strip() for a in args.arms.split(",") if a.strip()]:
         if arm not in ("trained", "frozen"):
@@ -198,7 +252,7 @@ def main() -> None:
         outs[arm] = Path(args.runs) / f"ttt_{arm}_{args.tag}.json"
         outs[arm].parent.mkdir(parents=True, exist_ok=True)
         procs[arm] = subprocess.Popen([sys.executable, __file__, "--arm", arm, "--arm-out", str(outs[arm]),
-                                       *sys.argv[1:]], env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
+                                       *sys.argv[1:], "--tag", args.tag], env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
     codes = {arm: p.wait() for arm, p in procs.items()}
     arms = {arm: json.loads(o.read_text()) if o.exists() else {"steps": []} for arm, o in outs.items()}
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -206,9 +260,11 @@ def main() -> None:
            "task": "erdos", "preset": "cpu_smollm2", "steps": args.steps, "lr": config(args, "trained").lr,
            "rollouts_per_step": config(args, "trained").states_per_step * config(args, "trained").rollouts_per_state,
            "states_per_step": config(args, "trained").states_per_step, "fail_mode": config(args, "trained").fail_mode,
-           "seed": args.seed, "threads_per_arm": args.threads, "exit_codes": codes, "warm_start": warm_info,
+           "seed": args.seed, "threads_per_arm": args.threads, "temperature": config(args, "trained").temperature,
+           "bootstrap": {"steps": args.bootstrap_steps, "temperature": args.bootstrap_temperature, "rows": boot_rows,
+                         "tree": str(bootstrap_tree(args)) if args.bootstrap_steps else ""}, "exit_codes": codes, "warm_start": warm_info,
            "summary": {arm: summary(a["steps"]) for arm, a in arms.items() if a["steps"]},
-           "arms": arms, "commit": commit, "nproc": os.cpu_count(), "loadavg_start": load0,
+           "arms": arms, "commit": commit, "commit_start": commit0, "dirty_start": dirty, "nproc": os.cpu_count(), "loadavg_start": load0,
            "loadavg_end": os.getloadavg(), "wall_s": round(time.time() - t0, 1)}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1))

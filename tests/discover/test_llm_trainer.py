@@ -172,3 +172,45 @@ def test_advantages_are_clipped_at_the_call_site(tiny_dir, tmp_path, patched, mo
     finally:
         tr.close()
     assert np.abs(seen["adv"]).max() <= 5.0 and m["adv/abs_max_raw"] == pytest.approx(1e13)
+
+
+def test_init_tree_starts_a_new_run_from_an_earlier_runs_verified_states(tiny_dir, tmp_path, patched):
+    """--init-tree: a fresh run starts from another run's tree (its children included, rewards re-verified);
+    a tampered reward or a missing file is refused with the flag's name."""
+    first = Trainer(cfg_for(tiny_dir, tmp_path, "boot", frozen=True), log=lambda *_: None)
+    try:
+        first.step()
+    finally:
+        first.close()
+    path = first.run.file("tree.json")
+    src = json.loads(path.read_text())
+    assert any(n["parent_id"] for n in src["nodes"])  # the bootstrap added children
+    tr = Trainer(cfg_for(tiny_dir, tmp_path, "from_boot", init_tree=str(path)), log=lambda *_: None)
+    try:
+        assert sorted(tr.tree.nodes) == sorted(n["id"] for n in src["nodes"])
+        assert tr.tree.best().score == pytest.approx(first.tree.best().score)
+        m = tr.step()
+        assert m["tree/size"] >= 1 and tr.step_idx == 1
+    finally:
+        tr.close()
+    src["nodes"][-1]["reward"] += 1.0
+    bad = tmp_path / "tampered.json"
+    bad.write_text(json.dumps(src))
+    with pytest.raises(ValueError, match="--init-tree .*verifies"):
+        Trainer(cfg_for(tiny_dir, tmp_path, "bad", init_tree=str(bad)), log=lambda *_: None)
+    with pytest.raises(FileNotFoundError, match="--init-tree"):
+        Trainer(cfg_for(tiny_dir, tmp_path, "missing", init_tree=str(tmp_path / "nope.json")), log=lambda *_: None)
+
+
+def test_update_probe_sees_rewarded_completions_gain_log_prob(tiny_dir, tmp_path, patched):
+    """--probe-update: after the step, completions with positive advantage gained log-prob relative to the
+    others (the first Adam step descends the loss); frozen runs never probe."""
+    tr = Trainer(cfg_for(tiny_dir, tmp_path, "probe", probe_update=True, lr=1e-3), log=lambda *_: None)
+    try:
+        m = tr.step()
+    finally:
+        tr.close()
+    assert m["learn/samples"] > 0
+    assert np.isfinite(m["learn/dlogp_pos"]) and np.isfinite(m["learn/dlogp_neg"])
+    assert m["learn/dlogp_pos"] > m["learn/dlogp_neg"]
+    assert m["learn/dlogp_pos"] > 0

@@ -323,7 +323,7 @@ class LLMPolicy:
         return token_logprobs(logits, batch["targets"], self.cfg.temperature)
 
     def group_logprobs(self, prompt: torch.Tensor, completions: list[torch.Tensor],
-                       adapter: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+                       adapter: bool = True, grad: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs (n, C) and mask (n, C) of `completions` (all continuing `prompt`) with ONE prompt
         forward: its KV cache is repeated to the n rows, so the gradient through the prompt is exact and
         the prompt is paid once. Completions are right-padded (a causal row never sees its padding)."""
@@ -335,7 +335,7 @@ class LLMPolicy:
         C = comps.shape[1]
         inp = torch.cat([prompt[-1:].to(self.device).expand(n)[:, None], comps[:, :-1]], dim=1)  # (n, C)
         pos = (P - 1 + torch.arange(C, device=self.device)).expand(n, C)  # (n, C)
-        ctx = torch.enable_grad() if adapter else torch.no_grad()
+        ctx = torch.enable_grad() if adapter and grad else torch.no_grad()
         with ctx:
             cache = self._prefill(prompt, n, adapter)
             if adapter:

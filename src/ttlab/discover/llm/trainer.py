@@ -136,6 +136,9 @@ class TrainConfig:
     """Address-space limit per program (MiB)."""
     init_states: int = 4
     """Initial constructions (tree roots) of a new run."""
+    init_tree: str = ""
+    """Start a new run from this tree (the tree.json of an earlier run, e.g. a shared bootstrap step) instead
+    of `init_states` fresh roots. Every construction in it is re-verified; its scores are the verifier's."""
     puct_c: float = 1.0
     """PUCT exploration constant."""
     keep_children: int = 8
@@ -158,6 +161,10 @@ class TrainConfig:
     """Step checkpoints kept on disk (older ones are deleted)."""
     wandb: bool = False
     """Mirror metrics to Weights & Biases."""
+    probe_update: bool = False
+    """After each update, recompute the step's completions' log-probs under the new adapter (one extra forward,
+    no grad) and log the mean per-token change for samples with positive and negative advantage
+    (`learn/dlogp_pos`, `learn/dlogp_neg`): does the update move the policy towards the rewarded programs?"""
     log_samples: bool = True
     """Append every rollout (text, parsed, valid, score, message) to samples.jsonl in the run directory."""
 
@@ -216,6 +223,7 @@ def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation],
     zero = torch.zeros((), device=policy.device)
     tot = {"loss": zero.clone(), "tokens": zero.clone(), "kl": zero.clone(), "ratio": zero.clone(),
            "ratio_max": zero.clone(), "clipped": zero.clone()}
+    before: list[tuple[list[int], torch.Tensor, torch.Tensor]] = []  # (samples, log-probs (b, C), mask (b, C))
     for mb in mbs:
         if cfg.prefix_cache and policy.vllm is None:
             prompt, comps = gens[mb[0]].prompt_ids, [gens[i].completion_ids for i in mb]
@@ -231,6 +239,8 @@ def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation],
         loss, st = is_pg_loss(lp, slogp, base, A[mb].to(policy.device), mask,
                               normalizer, cfg.kl_coef, cfg.ratio_cap or None)
         loss.backward()
+        if cfg.probe_update:
+            before.append((mb, lp.detach(), mask))
         tot["loss"] += loss.detach()
         tot["tokens"] += st.tokens
         tot["kl"] += st.kl
@@ -241,10 +251,33 @@ def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation],
     opt.step()
     opt.zero_grad(set_to_none=True)
     policy.mark_updated()
+    probe = update_probe(policy, gens, A, before, cfg) if cfg.probe_update else {}
     n = tot["tokens"].clamp(min=1)
-    return {"learn/samples": len(idx), "learn/tokens": tot["tokens"], "learn/loss": tot["loss"],
+    return probe | {"learn/samples": len(idx), "learn/tokens": tot["tokens"], "learn/loss": tot["loss"],
             "learn/kl": tot["kl"] / n, "learn/ratio_mean": tot["ratio"] / n, "learn/ratio_max": tot["ratio_max"],
             "learn/clip_frac": tot["clipped"] / n, "learn/grad_norm": gnorm}
+
+
+@torch.no_grad()
+def update_probe(policy: LLMPolicy, gens: list[Generation], A: torch.Tensor,
+                 before: list[tuple[list[int], torch.Tensor, torch.Tensor]], cfg: TrainConfig) -> dict[str, Any]:
+    """Mean per-token log-prob change (new adapter - the one that just computed the loss) of the step's
+    completions, split by the sign of their advantage; an update that learns from the rewards raises the
+    first and lowers the second."""
+    sums = {"pos": [0.0, 0.0], "neg": [0.0, 0.0]}  # [sum of changes, tokens]
+    policy.model.eval()
+    for mb, old, mask in before:
+        if cfg.prefix_cache and policy.vllm is None:
+            new, _ = policy.group_logprobs(gens[mb[0]].prompt_ids, [gens[i].completion_ids for i in mb],
+                                            grad=False)  # (b, C)
+        else:
+            new = policy.logprobs(collate([gens[i] for i in mb], policy.tokenizer.pad_token_id, policy.device))
+        d = ((new - old) * mask).sum(-1)  # (b,)
+        for k, i in enumerate(mb):
+            key = "pos" if float(A[i]) > 0 else "neg"
+            sums[key][0] += float(d[k])
+            sums[key][1] += float(mask[k].sum())
+    return {f"learn/dlogp_{k}": (v[0] / v[1] if v[1] else float("nan")) for k, v in sums.items()}
 
 
 class Trainer:
@@ -300,12 +333,32 @@ class Trainer:
         self.logger = Logger(self.run.path, wandb=cfg.wandb, config=cfg)
 
     def _new_tree(self) -> PUCTTree:
+        if self.cfg.init_tree:
+            return self._load_init_tree(Path(self.cfg.init_tree))
         tree = PUCTTree(self.cfg.puct_c, self.cfg.keep_children, self.cfg.max_roots)
         for x in self.task.initial_states(np.random.default_rng(self.cfg.seed), self.cfg.init_states):
             r = self.task.verify(x)
             if not r.valid:
                 raise RuntimeError(f"task {self.task.name}: an initial state is invalid ({r.message})")
             tree.add_root(r.construction, r.reward, r.score)
+        return tree
+
+    def _load_init_tree(self, path: Path) -> PUCTTree:
+        """`--init-tree`: an earlier run's tree; every node is re-verified and must match its stored reward."""
+        if not path.is_file():
+            raise FileNotFoundError(f"--init-tree {path}: no such file")
+        tree = PUCTTree.load(path)
+        if not tree.nodes:
+            raise ValueError(f"--init-tree {path}: the tree has no states")
+        tree.c, tree.keep_children, tree.max_roots = self.cfg.puct_c, self.cfg.keep_children, self.cfg.max_roots
+        for node in tree.nodes.values():
+            r = self.task.verify(node.array())
+            if not r.valid:
+                raise ValueError(f"--init-tree {path}: state {node.id} is not a valid {self.task.name} "
+                                 f"construction ({r.message})")
+            if not math.isclose(float(r.reward), node.reward, rel_tol=1e-9, abs_tol=1e-12):
+                raise ValueError(f"--init-tree {path}: state {node.id} stores reward {node.reward!r} but verifies "
+                                 f"to {r.reward!r}")
         return tree
 
     # ---- one step ------------------------------------------------------------------------------
