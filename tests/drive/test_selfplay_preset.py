@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from ttlab.drive.evaluate import EvalConfig, env_config
 from ttlab.drive.presets import TRAIN_PRESETS, debug, selfplay
 from ttlab.drive.train import train
@@ -37,3 +39,27 @@ def test_selfplay_preset_runs_an_update(tmp_path):
     cfg.root, cfg.run_name, cfg.show_progress = str(tmp_path), "s", False
     out = train(cfg)
     assert out["update"] == 1 and "env/goal_rate" in out and "losses/approx_kl" in out
+
+
+def test_schedule_progress_follows_the_wall_clock_when_a_time_limit_ends_the_run_first():
+    from ttlab.drive.ppo import schedule_progress
+    assert schedule_progress(0, 100) == 0.0 and schedule_progress(99, 100) == 1.0
+    assert schedule_progress(10, 1000, elapsed_s=30.0, time_limit_min=1.0) == 0.5  # time is further along
+    assert schedule_progress(500, 1000, elapsed_s=6.0, time_limit_min=1.0) == 500 / 999  # steps are
+    assert schedule_progress(10, 1000, elapsed_s=600.0, time_limit_min=1.0) == 1.0  # clipped
+
+
+def test_lr_end_anneals_the_optimizer_learning_rate_linearly(tmp_path):
+    cfg = debug()
+    cfg.root, cfg.run_name, cfg.log_every = str(tmp_path), "lr", 1
+    cfg.total_agent_steps = 5 * 2 * 4 * 16  # 5 updates
+    cfg.ppo.lr, cfg.ppo.lr_end = 1e-3, 0.0
+    lrs = []
+    train(cfg, on_log=lambda update, m: lrs.append(m["charts/learning_rate"]))
+    assert lrs == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4, 0.0], abs=1e-12)  # the lr each update used
+    cfg2 = debug()
+    cfg2.root, cfg2.run_name, cfg2.log_every = str(tmp_path), "const", 1
+    cfg2.total_agent_steps = 3 * 2 * 4 * 16
+    const = []
+    train(cfg2, on_log=lambda update, m: const.append(m["charts/learning_rate"]))
+    assert const == [cfg2.ppo.lr] * 3

@@ -51,11 +51,13 @@ def train_hidden_exit(core: str, seed: int, steps: int | None = None, seconds: f
     curve: list[dict] = []
     t0 = time.perf_counter()
     u = 0
-    ent0 = cfg.ppo.ent_coef
+    ent0, lr0 = cfg.ppo.ent_coef, cfg.ppo.lr
     while (u < updates) if updates is not None else (time.perf_counter() - t0 < seconds):
         u += 1
         frac = (u - 1) / max(1, updates - 1) if updates is not None else (time.perf_counter() - t0) / seconds
         cfg.ppo.ent_coef = annealed(ent0, cfg.ppo.ent_coef_end, frac)
+        for group in opt.param_groups:
+            group["lr"] = annealed(lr0, cfg.ppo.lr_end, frac)
         policy.eval()
         batch = ro.collect()
         policy.train()

@@ -95,6 +95,16 @@ def annealed(start: float, end: float | None, frac: float) -> float:
     return start + (end - start) * f
 
 
+def schedule_progress(update: int, total: int, elapsed_s: float = 0.0, time_limit_min: float = 0.0) -> float:
+    """How far training is, in [0, 1], for the lr / entropy schedules: the update count over the budget, or, with a
+    wall-time limit, the elapsed share of it when that is further along (a time-limited run stops long before
+    its step budget, and a schedule on steps alone would then never reach its end value)."""
+    frac = update / max(1, total - 1)
+    if time_limit_min > 0:
+        frac = max(frac, elapsed_s / (60.0 * time_limit_min))
+    return min(max(frac, 0.0), 1.0)
+
+
 def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """1 - Var[R - V] / Var[R] over valid steps (NaN when Var[R] is 0, as cleanrl)."""
     r_mean = masked_mean(returns, mask)
@@ -177,6 +187,10 @@ class PPOConfig:
     """Probability per (agent, trial) of an exploring start (with explore_start > 0)."""
     ent_coef_end: float | None = None
     """Entropy bonus at the last update, annealed linearly from `ent_coef` (None = constant `ent_coef`)."""
+    lr_end: float | None = None
+    """Learning rate at the end of training, annealed linearly from `lr` (None = constant `lr`; 0 = cleanrl's
+    `anneal_lr`). With a time limit the schedule runs on the larger of step and wall-time progress, so it ends
+    when the run does (`schedule_progress`)."""
     context: str = "memory"
     """Transformer context prefix in training: memory = its keys/values from the rollout's prefill (current
     weights), reused in every epoch with no gradient (Transformer-XL memory; the prefix is not re-encoded, so

@@ -25,7 +25,7 @@ from ttlab.common.device import resolve_device, seed_everything
 from ttlab.common.logging import Logger, console, progress
 from ttlab.common.runs import make_run_dir
 from ttlab.drive.policy import PolicyConfig, build_policy
-from ttlab.drive.ppo import PPOConfig, annealed, ppo_update
+from ttlab.drive.ppo import PPOConfig, annealed, ppo_update, schedule_progress
 from ttlab.drive.rollout import CoPlayers, Rollout
 from ttlab.drive.sim.env import DriveEnv, EnvConfig
 
@@ -217,7 +217,11 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
                 policy.eval()
                 batch = rollout.collect()
                 policy.train()
-                ppo_cfg.ent_coef = annealed(cfg.ppo.ent_coef, cfg.ppo.ent_coef_end, update / max(1, total - 1))
+                frac = schedule_progress(update, total, time.perf_counter() - t_start, cfg.time_limit)
+                ppo_cfg.ent_coef = annealed(cfg.ppo.ent_coef, cfg.ppo.ent_coef_end, frac)
+                lr_now = annealed(cfg.ppo.lr, cfg.ppo.lr_end, frac)
+                for group in opt.param_groups:
+                    group["lr"] = lr_now
                 metrics = ppo_update(policy, opt, batch, ppo_cfg, autocast_bf16=cfg.bf16, forward=forward)
                 update += 1
                 agent_steps += per_update
@@ -230,7 +234,7 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
                     metrics["charts/slot_SPS"] = (agent_steps - steps_log) / dt  # every agent slot, padding too
                     metrics["charts/agent_steps"] = agent_steps
                     metrics["charts/in_play_steps"] = rollout.in_play_steps.clone()
-                    metrics["charts/learning_rate"] = cfg.ppo.lr
+                    metrics["charts/learning_rate"] = lr_now
                     metrics["charts/ent_coef"] = ppo_cfg.ent_coef
                     metrics.update({f"env/{k}": v for k, v in env.metrics().items()})
                     last = logger.scalars(metrics, agent_steps)
