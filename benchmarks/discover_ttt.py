@@ -74,16 +74,7 @@ def bootstrap(args, policy) -> list[dict]:
         cfg.rollouts_per_state = args.rollouts_per_state
     policy.cfg.temperature = cfg.temperature
     tr = Trainer(cfg, policy=policy, log=lambda s: print(f"[bootstrap] {s}", flush=True))
-    rows = []
-    try:
-        while tr.step_idx < cfg.steps:
-            m = tr.step()
-            rows.append({k.split("/")[-1] if k.startswith("rollout/") else k: m.get(k) for k in KEYS}
-                        | {"step": tr.step_idx, "load1": round(os.getloadavg()[0], 2)})
-            print(f"[bootstrap] step {tr.step_idx}: valid {m['rollout/valid_rate']:.2f} best C5 "
-                  f"{m['tree/best_score']:.6f} ({m['time/step_s']:.0f} s)", flush=True)
-    finally:
-        tr.close()
+    rows = run_steps(tr, cfg.steps, "bootstrap")
     if not bootstrap_tree(args).is_file():
         raise SystemExit(f"bootstrap: no tree at {bootstrap_tree(args)}")
     return rows
@@ -95,19 +86,28 @@ def run_arm(args) -> None:
 
     cfg = config(args, args.arm)
     tr = Trainer(cfg, log=lambda s: print(f"[{args.arm}] {s}", flush=True))
-    rows = []
+    run_steps(tr, cfg.steps, args.arm, lambda rows: Path(args.arm_out).write_text(
+        json.dumps({"arm": args.arm, "steps": rows, "warm": tr.warm_info})))
+
+
+def run_steps(tr, steps: int, name: str, after_step=None) -> list[dict]:
+    """Step a Trainer to `steps`, one row of metrics per step (printed; `after_step(rows)` saves them as they
+    come), and close it."""
+    rows: list[dict] = []
     try:
-        while tr.step_idx < cfg.steps:
+        while tr.step_idx < steps:
             m = tr.step()
             rows.append({k.split("/")[-1] if k.startswith("rollout/") else k: m.get(k) for k in KEYS}
                         | {"step": tr.step_idx, "load1": round(os.getloadavg()[0], 2)})
-            print(f"[{args.arm}] step {tr.step_idx}: parse {m['rollout/parse_rate']:.2f} valid "
+            print(f"[{name}] step {tr.step_idx}: parse {m['rollout/parse_rate']:.2f} valid "
                   f"{m['rollout/valid_rate']:.2f} reward mean {m['rollout/reward_mean']:.4f} best C5 "
                   f"{m['tree/best_score']:.6f} ({m['time/step_s']:.0f} s: gen {m['time/generate_s']:.0f} "
                   f"learn {m['time/learn_s']:.0f})", flush=True)
-            Path(args.arm_out).write_text(json.dumps({"arm": args.arm, "steps": rows, "warm": tr.warm_info}))
+            if after_step is not None:
+                after_step(rows)
     finally:
         tr.close()
+    return rows
 
 
 def warm(args) -> tuple[dict, list[dict]]:
