@@ -1,0 +1,105 @@
+"""Why random starts stop short of the Erdős record: basins, not resolution (issue 18, item 1).
+
+Three measurements with the library's smoothed minimax (`library/erdos_lse.py`, run in-process here: this
+script studies the optimiser, it claims no bound; `discover search` / `polish` are the sandboxed paths):
+
+  --multistart: random rough starts at one resolution n, each taken through the tau continuation from
+      `tau_random`; the distribution of the local optima they reach (how often a start lands in a good basin).
+  --refine FILE: a construction upsampled x2 and re-optimised (scaled objective) `--rounds` times: how far a
+      basin goes with resolution alone.
+  --symmetry FILE: the construction against its mirror image h(2 - x): the published constructions look
+      symmetric at coarse scale; this says whether the fine structure is.
+
+    python benchmarks/erdos_basins.py --multistart --n 50 --seconds 60
+    python benchmarks/erdos_basins.py --refine runs/.../best.json --rounds 3 --round-s 100
+    python benchmarks/erdos_basins.py --symmetry benchmarks/results/erdos_polish_lse3.json
+
+Prints one JSON line last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ttlab.discover.library import erdos_lse as lse
+
+RECORD = 0.380876  # TTT-Discover's published C5
+
+
+def load(path: str) -> np.ndarray:
+    """A construction from a search `best.json`, a polish result or a bare list of piece heights."""
+    d = json.loads(Path(path).read_text())
+    h = d.get("construction", d.get("h")) if isinstance(d, dict) else d
+    if h is None:
+        raise SystemExit(f"{path}: no 'construction' (or 'h') list in this file")
+    return np.asarray(h, dtype=np.float64)
+
+
+def multistart(n: int, seconds: float, tau: float, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    t0, found = time.time(), []
+    while time.time() - t0 < seconds:
+        _, c = lse.continuation(lse.random_start(n, rng), tau, time.time() + 20.0)
+        found.append(float(c))
+    found.sort()
+    return {"n": n, "tau_random": tau, "seconds": seconds, "starts": len(found), "best": found[0],
+            "top5": found[:5], "median": float(np.median(found))}
+
+
+def refine(h: np.ndarray, rounds: int, round_s: float) -> list[dict]:
+    before = dict(lse.SETTINGS)
+    lse.SETTINGS["objective"] = "scaled"  # through the verifier's rescale, as the polish stages use
+    try:
+        h = lse.normalise(h)
+        rows = [{"n": h.size, "c5": float(lse.corr(h).max()), "s": 0.0}]
+        print(json.dumps(rows[-1]), flush=True)
+        for _ in range(rounds):
+            t = time.time()
+            h, c = lse.continuation(np.repeat(h, 2), 1e-7, time.time() + round_s)
+            rows.append({"n": h.size, "c5": float(c), "s": round(time.time() - t, 1)})
+            print(json.dumps(rows[-1]), flush=True)
+    finally:
+        lse.SETTINGS.clear()
+        lse.SETTINGS.update(before)
+    return rows
+
+
+def symmetry(h: np.ndarray) -> dict:
+    h = lse.normalise(h)
+    m = lse.normalise((h + h[::-1]) / 2)
+    return {"n": h.size, "c5": float(lse.corr(h).max()), "c5_symmetrised": float(lse.corr(m).max()),
+            "max_abs_h_minus_mirror": float(np.abs(h - h[::-1]).max())}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--multistart", action="store_true")
+    ap.add_argument("--n", type=int, default=50)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--tau", type=float, default=0.01, help="first temperature of each random start")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--refine", metavar="FILE")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--round-s", type=float, default=100.0)
+    ap.add_argument("--symmetry", metavar="FILE")
+    args = ap.parse_args()
+    if not (args.multistart or args.refine or args.symmetry):
+        ap.error("give at least one of --multistart, --refine FILE, --symmetry FILE")
+    out: dict = {"benchmark": "erdos_basins", "record": RECORD, "load_start": [round(x, 2) for x in os.getloadavg()]}
+    if args.symmetry:
+        out["symmetry"] = symmetry(load(args.symmetry)) | {"file": args.symmetry}
+    if args.refine:
+        out["refine"] = {"file": args.refine, "rows": refine(load(args.refine), args.rounds, args.round_s)}
+    if args.multistart:
+        out["multistart"] = multistart(args.n, args.seconds, args.tau, args.seed)
+    out["load_end"] = [round(x, 2) for x in os.getloadavg()]
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""benchmarks/erdos_basins.py: the basin study's measurements on small inputs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location(
+        "erdos_basins", Path(__file__).resolve().parents[2] / "benchmarks" / "erdos_basins.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_symmetry_of_a_mirror_symmetric_profile_changes_nothing_and_an_asymmetric_one_does():
+    m = _module()
+    u = np.array([0.0, 0.3, 0.9, 0.6, 0.8, 1.0])
+    sym = m.symmetry(np.concatenate([u, u[::-1]]))
+    assert sym["max_abs_h_minus_mirror"] == 0.0 and sym["c5_symmetrised"] == pytest.approx(sym["c5"], abs=1e-15)
+    asym = m.symmetry(np.array([0.0, 0.2, 1.0, 0.9, 0.7, 0.1, 0.0, 0.0]))
+    assert asym["max_abs_h_minus_mirror"] > 0.5 and asym["c5_symmetrised"] != pytest.approx(asym["c5"])
+
+
+def test_refine_doubles_the_resolution_and_never_reports_worse_than_its_start(tmp_path):
+    m = _module()
+    f = tmp_path / "best.json"
+    f.write_text(json.dumps({"construction": [0.0, 0.5, 0.9, 0.8, 0.6, 0.9, 0.4, 0.0]}))
+    rows = m.refine(m.load(str(f)), rounds=2, round_s=1.0)
+    assert [r["n"] for r in rows] == [8, 16, 32]
+    assert rows[1]["c5"] <= rows[0]["c5"] + 1e-12 and rows[2]["c5"] <= rows[1]["c5"] + 1e-12
+
+
+def test_load_names_the_missing_field(tmp_path):
+    f = tmp_path / "x.json"
+    f.write_text(json.dumps({"score": 0.4}))
+    with pytest.raises(SystemExit, match="no 'construction'"):
+        _module().load(str(f))
+
+
+def test_refine_leaves_the_library_settings_as_it_found_them(tmp_path):
+    from ttlab.discover.library import erdos_lse
+    before = dict(erdos_lse.SETTINGS)
+    _module().refine(np.array([0.0, 0.5, 0.9, 0.8, 0.6, 0.9, 0.4, 0.0]), rounds=1, round_s=0.5)
+    assert erdos_lse.SETTINGS == before
