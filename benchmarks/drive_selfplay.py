@@ -52,6 +52,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval-envs", type=int, default=64)
     ap.add_argument("--eval-episodes", type=int, default=4)
+    ap.add_argument("--eval-scenes", default="",
+                    help="held-out scene source (default: the training source with procedural seed + 1000)")
     ap.add_argument("--root", default="runs")
     ap.add_argument("--run-name", default=None)
     ap.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
@@ -99,7 +101,7 @@ def main() -> int:
     last = train(cfg, on_log=on_log)
     train_min = (time.perf_counter() - t_train) / 60
     stem = Path(last["run_dir"]) / "checkpoints" / "latest"
-    scenes = held_out(cfg.scenarios, cfg.seed)  # the training source with seed + 1000: scenes never trained on
+    scenes = args.eval_scenes or held_out(cfg.scenarios, cfg.seed)  # default: seed + 1000, never trained on
     ev = Path(last["run_dir"]) / "eval"
     sampled = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, False, ev / "sampled.json")
     greedy = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, True, ev / "greedy.json")
