@@ -54,6 +54,10 @@ def main() -> int:
     ap.add_argument("--eval-episodes", type=int, default=4)
     ap.add_argument("--eval-scenes", default="",
                     help="held-out scene source (default: the training source with procedural seed + 1000)")
+    ap.add_argument("--eval-train", action="store_true",
+                    help="also evaluate on the training scenes (the train / held-out gap)")
+    ap.add_argument("--eval-only", type=Path, default=None, metavar="RUN_DIR",
+                    help="no training: evaluate RUN_DIR's latest checkpoint (give the run's --preset / --set)")
     ap.add_argument("--root", default="runs")
     ap.add_argument("--run-name", default=None)
     ap.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
@@ -98,13 +102,32 @@ def main() -> int:
         curve.append(row)
         print(json.dumps(row), flush=True)
 
-    last = train(cfg, on_log=on_log)
+    if args.eval_only is not None:
+        if not (args.eval_only / "checkpoints" / "latest.safetensors").is_file():
+            raise SystemExit(f"--eval-only {args.eval_only}: no checkpoints/latest.safetensors there")
+        last = {"run_dir": str(args.eval_only), "update": None, "agent_steps": None}
+    else:
+        last = train(cfg, on_log=on_log)
     train_min = (time.perf_counter() - t_train) / 60
     stem = Path(last["run_dir"]) / "checkpoints" / "latest"
     scenes = args.eval_scenes or held_out(cfg.scenarios, cfg.seed)  # default: seed + 1000, never trained on
     ev = Path(last["run_dir"]) / "eval"
     sampled = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, False, ev / "sampled.json")
     greedy = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, True, ev / "greedy.json")
+    on_train = {}
+    if args.eval_train:  # same protocol on the scenes it trained on
+        on_train = {"train_scenes": held_out_rates(stem, cfg.scenarios, args.eval_envs, args.eval_episodes, False,
+                                                   ev / "train_sampled.json"),
+                    "train_scenes_greedy": held_out_rates(stem, cfg.scenarios, args.eval_envs, args.eval_episodes,
+                                                          True, ev / "train_greedy.json")}
+    if args.eval_only is not None:
+        line = {"benchmark": "drive_selfplay", "eval_only": str(args.eval_only), "preset": args.preset,
+                "overrides": args.set, "commit": commit, "held_out": sampled, "held_out_greedy": greedy, **on_train}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(line, indent=1) + "\n")
+        print(json.dumps(line))
+        return 0
+
     def meets(rates: dict) -> bool:
         return rates["goal_rate"] >= 0.95 and rates["collision_plus_offroad"] <= 0.03 and train_min <= 60.0
 
@@ -116,7 +139,7 @@ def main() -> int:
         "threads": args.threads, "nproc": os.cpu_count(), "commit": commit,
         "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "train_minutes": round(train_min, 2), "minutes_limit": args.minutes, "updates": last["update"],
-        "agent_steps": last["agent_steps"], "held_out": sampled, "held_out_greedy": greedy,
+        "agent_steps": last["agent_steps"], "held_out": sampled, "held_out_greedy": greedy, **on_train,
         "target": "goal_rate >= 0.95 and collision + offroad <= 0.03 on held-out scenes in <= 60 min on 2 cores",
         "reached": bool(reached), "reached_sampled": bool(reached_sampled),
         "reached_greedy": bool(reached_greedy), "wall_s": round(time.perf_counter() - t0, 1), "curve": curve,
