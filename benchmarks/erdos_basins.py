@@ -9,10 +9,13 @@ script studies the optimiser, it claims no bound; `discover search` / `polish` a
       basin goes with resolution alone.
   --symmetry FILE: the construction against its mirror image h(2 - x): the published constructions look
       symmetric at coarse scale; this says whether the fine structure is.
+  --reference NAME: a published construction (`--ref` file) and the local optimum of its basin at its own n
+      and at 2n (the value a random start must land near to be in that basin).
 
     python benchmarks/erdos_basins.py --multistart --n 50 --seconds 60
     python benchmarks/erdos_basins.py --refine runs/.../best.json --rounds 3 --round-s 100
     python benchmarks/erdos_basins.py --symmetry benchmarks/results/erdos_polish_lse3.json
+    python benchmarks/erdos_basins.py --reference haugland
 
 Prints one JSON line last.
 """
@@ -29,6 +32,7 @@ import numpy as np
 from ttlab.discover.library import erdos_lse as lse
 
 RECORD = 0.380876  # TTT-Discover's published C5
+REF = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "erdos_reference.json"
 
 
 def load(path: str) -> np.ndarray:
@@ -76,6 +80,20 @@ def symmetry(h: np.ndarray) -> dict:
             "max_abs_h_minus_mirror": float(np.abs(h - h[::-1]).max())}
 
 
+def reference(path: str, name: str, seconds: float = 20.0) -> dict:
+    """A published construction by (a prefix of) its name, and its basin's local optimum at n and 2n."""
+    cons = json.loads(Path(path).read_text())["constructions"]
+    hits = [c for c in cons if c["name"].startswith(name)]
+    if not hits:
+        raise SystemExit(f"--reference {name}: not in {path} (names: {', '.join(c['name'] for c in cons)})")
+    h = lse.normalise(np.asarray(hits[0]["h"], dtype=np.float64))
+    out = {"name": hits[0]["name"], "n": h.size, "c5": float(lse.corr(h).max())}
+    for up in (1, 2):
+        _, c = lse.continuation(np.repeat(h, up), 1e-3, time.time() + seconds)
+        out[f"basin_n{h.size * up}"] = float(c)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--multistart", action="store_true")
@@ -87,12 +105,16 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--round-s", type=float, default=100.0)
     ap.add_argument("--symmetry", metavar="FILE")
+    ap.add_argument("--reference", metavar="NAME")
+    ap.add_argument("--ref", default=str(REF), help="the published constructions (erdos_reference.json)")
     args = ap.parse_args()
-    if not (args.multistart or args.refine or args.symmetry):
-        ap.error("give at least one of --multistart, --refine FILE, --symmetry FILE")
+    if not (args.multistart or args.refine or args.symmetry or args.reference):
+        ap.error("give at least one of --multistart, --refine FILE, --symmetry FILE, --reference NAME")
     out: dict = {"benchmark": "erdos_basins", "record": RECORD, "load_start": [round(x, 2) for x in os.getloadavg()]}
     if args.symmetry:
         out["symmetry"] = symmetry(load(args.symmetry)) | {"file": args.symmetry}
+    if args.reference:
+        out["reference"] = reference(args.ref, args.reference)
     if args.refine:
         out["refine"] = {"file": args.refine, "rows": refine(load(args.refine), args.rounds, args.round_s)}
     if args.multistart:

@@ -48,3 +48,14 @@ def test_refine_leaves_the_library_settings_as_it_found_them(tmp_path):
     before = dict(erdos_lse.SETTINGS)
     _module().refine(np.array([0.0, 0.5, 0.9, 0.8, 0.6, 0.9, 0.4, 0.0]), rounds=1, round_s=0.5)
     assert erdos_lse.SETTINGS == before
+
+
+def test_reference_finds_a_construction_by_name_and_names_the_choices_when_absent(tmp_path):
+    m = _module()
+    f = tmp_path / "ref.json"
+    f.write_text(json.dumps({"constructions": [{"name": "toy_2020", "h": [0.0, 0.6, 1.0, 0.8, 0.4, 0.0]}]}))
+    out = m.reference(str(f), "toy", seconds=0.5)
+    assert out["name"] == "toy_2020" and out["n"] == 6
+    assert out["basin_n6"] <= out["c5"] + 1e-12 and "basin_n12" in out
+    with pytest.raises(SystemExit, match="toy_2020"):
+        m.reference(str(f), "haugland")
