@@ -123,10 +123,7 @@ def main() -> int:
     if args.eval_only is not None:
         line = {"benchmark": "drive_selfplay", "eval_only": str(args.eval_only), "preset": args.preset,
                 "overrides": args.set, "commit": commit, "held_out": sampled, "held_out_greedy": greedy, **on_train}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(line, indent=1) + "\n")
-        print(json.dumps(line))
-        return 0
+        return write(line, args.out)
 
     def meets(rates: dict) -> bool:
         return rates["goal_rate"] >= 0.95 and rates["collision_plus_offroad"] <= 0.03 and train_min <= 60.0
@@ -144,8 +141,13 @@ def main() -> int:
         "reached": bool(reached), "reached_sampled": bool(reached_sampled),
         "reached_greedy": bool(reached_greedy), "wall_s": round(time.perf_counter() - t0, 1), "curve": curve,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(line, indent=1) + "\n")
+    return write(line, args.out)
+
+
+def write(line: dict, out: Path) -> int:
+    """The result JSON to `out` (indented) and to stdout as the last line."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(line, indent=1) + "\n")
     print(json.dumps(line))
     return 0
 
