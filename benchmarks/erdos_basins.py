@@ -9,13 +9,17 @@ script studies the optimiser, it claims no bound; `discover search` / `polish` a
       basin goes with resolution alone.
   --symmetry FILE: the construction against its mirror image h(2 - x): the published constructions look
       symmetric at coarse scale; this says whether the fine structure is.
+  --coarsen FILE: the construction block-averaged by each of `--factors` and taken to the coarse local
+      optimum: the coarsest resolution at which its basin is already there (and better than another's).
   --reference NAME: a published construction (`--ref` file) and the local optimum of its basin at its own n
       and at 2n (the value a random start must land near to be in that basin).
 
     python benchmarks/erdos_basins.py --multistart --n 50 --seconds 60
     python benchmarks/erdos_basins.py --refine runs/.../best.json --rounds 3 --round-s 100
+    python benchmarks/erdos_basins.py --refine ref:haugland --rounds 4 --round-s 40
     python benchmarks/erdos_basins.py --symmetry benchmarks/results/erdos_polish_lse3.json
     python benchmarks/erdos_basins.py --reference haugland
+    python benchmarks/erdos_basins.py --coarsen ref:ttt --factors 12,6,4 --round-s 30
 
 Prints one JSON line last.
 """
@@ -35,8 +39,11 @@ RECORD = 0.380876  # TTT-Discover's published C5
 REF = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "erdos_reference.json"
 
 
-def load(path: str) -> np.ndarray:
-    """A construction from a search `best.json`, a polish result or a bare list of piece heights."""
+def load(path: str, ref: str = str(REF)) -> np.ndarray:
+    """A construction from a search `best.json`, a polish result, a bare list of piece heights, or `ref:NAME`
+    (a published construction of the `--ref` file by a prefix of its name, e.g. `ref:haugland`)."""
+    if path.startswith("ref:"):
+        return published(ref, path[4:])[1]
     d = json.loads(Path(path).read_text())
     h = d.get("construction", d.get("h")) if isinstance(d, dict) else d
     if h is None:
@@ -73,6 +80,21 @@ def refine(h: np.ndarray, rounds: int, round_s: float) -> list[dict]:
     return rows
 
 
+def coarsen(h: np.ndarray, factors: list[int], seconds: float) -> list[dict]:
+    """At which resolution a construction's basin appears: block-average it by each factor f (n must divide),
+    then take the coarse profile to its local optimum (continuation from tau 1e-3, `seconds` each)."""
+    rows = []
+    for f in factors:
+        if h.size % f:
+            raise SystemExit(f"--factors {f}: does not divide n = {h.size}")
+        c = h.reshape(-1, f).mean(axis=1)
+        _, opt = lse.continuation(c, 1e-3, time.time() + seconds)
+        rows.append({"factor": f, "n": c.size, "c5_block_mean": float(lse.corr(lse.normalise(c)).max()),
+                     "c5_local_optimum": float(opt)})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def symmetry(h: np.ndarray) -> dict:
     h = lse.normalise(h)
     m = lse.normalise((h + h[::-1]) / 2)
@@ -80,14 +102,20 @@ def symmetry(h: np.ndarray) -> dict:
             "max_abs_h_minus_mirror": float(np.abs(h - h[::-1]).max())}
 
 
-def reference(path: str, name: str, seconds: float = 20.0) -> dict:
-    """A published construction by (a prefix of) its name, and its basin's local optimum at n and 2n."""
+def published(path: str, name: str) -> tuple[str, np.ndarray]:
+    """(full name, pieces) of the published construction whose name starts with `name`."""
     cons = json.loads(Path(path).read_text())["constructions"]
     hits = [c for c in cons if c["name"].startswith(name)]
     if not hits:
-        raise SystemExit(f"--reference {name}: not in {path} (names: {', '.join(c['name'] for c in cons)})")
-    h = lse.normalise(np.asarray(hits[0]["h"], dtype=np.float64))
-    out = {"name": hits[0]["name"], "n": h.size, "c5": float(lse.corr(h).max())}
+        raise SystemExit(f"{name}: not a construction in {path} (names: {', '.join(c['name'] for c in cons)})")
+    return hits[0]["name"], np.asarray(hits[0]["h"], dtype=np.float64)
+
+
+def reference(path: str, name: str, seconds: float = 20.0) -> dict:
+    """A published construction by (a prefix of) its name, and its basin's local optimum at n and 2n."""
+    full, h = published(path, name)
+    h = lse.normalise(h)
+    out = {"name": full, "n": h.size, "c5": float(lse.corr(h).max())}
     for up in (1, 2):
         _, c = lse.continuation(np.repeat(h, up), 1e-3, time.time() + seconds)
         out[f"basin_n{h.size * up}"] = float(c)
@@ -105,18 +133,24 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--round-s", type=float, default=100.0)
     ap.add_argument("--symmetry", metavar="FILE")
+    ap.add_argument("--coarsen", metavar="FILE", help="block-average FILE (or ref:NAME) by --factors, re-optimise")
+    ap.add_argument("--factors", default="12,6,4", help="comma-separated block sizes for --coarsen")
     ap.add_argument("--reference", metavar="NAME")
     ap.add_argument("--ref", default=str(REF), help="the published constructions (erdos_reference.json)")
     args = ap.parse_args()
-    if not (args.multistart or args.refine or args.symmetry or args.reference):
-        ap.error("give at least one of --multistart, --refine FILE, --symmetry FILE, --reference NAME")
+    if not (args.multistart or args.refine or args.symmetry or args.reference or args.coarsen):
+        ap.error("give at least one of --multistart, --refine FILE, --symmetry FILE, --reference NAME, --coarsen FILE")
     out: dict = {"benchmark": "erdos_basins", "record": RECORD, "load_start": [round(x, 2) for x in os.getloadavg()]}
     if args.symmetry:
-        out["symmetry"] = symmetry(load(args.symmetry)) | {"file": args.symmetry}
+        out["symmetry"] = symmetry(load(args.symmetry, args.ref)) | {"file": args.symmetry}
     if args.reference:
         out["reference"] = reference(args.ref, args.reference)
     if args.refine:
-        out["refine"] = {"file": args.refine, "rows": refine(load(args.refine), args.rounds, args.round_s)}
+        out["refine"] = {"file": args.refine, "rows": refine(load(args.refine, args.ref), args.rounds, args.round_s)}
+    if args.coarsen:
+        out["coarsen"] = {"file": args.coarsen, "seconds": args.round_s,
+                          "rows": coarsen(load(args.coarsen, args.ref), [int(f) for f in args.factors.split(",")],
+                                          args.round_s)}
     if args.multistart:
         out["multistart"] = multistart(args.n, args.seconds, args.tau, args.seed)
     out["load_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -59,3 +59,22 @@ def test_reference_finds_a_construction_by_name_and_names_the_choices_when_absen
     assert out["basin_n6"] <= out["c5"] + 1e-12 and "basin_n12" in out
     with pytest.raises(SystemExit, match="toy_2020"):
         m.reference(str(f), "haugland")
+
+
+def test_load_reads_a_published_construction_by_ref_prefix(tmp_path):
+    m = _module()
+    f = tmp_path / "ref.json"
+    f.write_text(json.dumps({"constructions": [{"name": "toy_2020", "h": [0.0, 0.6, 1.0, 0.8, 0.4, 0.0]}]}))
+    assert m.load("ref:toy", str(f)).tolist() == [0.0, 0.6, 1.0, 0.8, 0.4, 0.0]
+    with pytest.raises(SystemExit, match="toy_2020"):
+        m.load("ref:haugland", str(f))
+
+
+def test_coarsen_block_averages_and_reports_a_local_optimum_no_worse_than_the_coarse_profile():
+    m = _module()
+    h = np.array([0.0, 0.0, 0.5, 0.7, 0.9, 1.0, 0.8, 0.9, 0.6, 0.4, 0.0, 0.0])
+    rows = m.coarsen(h, [2, 3], seconds=0.5)
+    assert [r["n"] for r in rows] == [6, 4]
+    assert all(r["c5_local_optimum"] <= r["c5_block_mean"] + 1e-12 for r in rows)
+    with pytest.raises(SystemExit, match="does not divide"):
+        m.coarsen(h, [5], seconds=0.5)
