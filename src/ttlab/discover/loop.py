@@ -112,9 +112,10 @@ def best_record(task: Task, tree: PUCTTree) -> dict:
     return out
 
 
-DEFAULT_PROGRAM_WEIGHTS = {"erdos": "lse=3"}
+DEFAULT_PROGRAM_WEIGHTS = {"erdos": "lse=3", "circle26": "slsqp=3", "circle32": "slsqp=3"}
 """Library proposer weights when --program-weights is empty: Erdős favours the smoothed minimax, the one
-program that both finds new basins (graduated multistart) and descends at large n (see benchmarks/discover_search.py)."""
+program that both finds new basins (graduated multistart) and descends at large n (see benchmarks/discover_search.py);
+circle packing favours SLSQP on centres and radii jointly over the LP on jittered centres."""
 
 
 def parse_program_weights(spec: str, task: str) -> dict[str, float]:
