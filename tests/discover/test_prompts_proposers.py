@@ -83,3 +83,21 @@ def test_circle_slsqp_repairs_radii_exactly_and_packs_far_above_the_lp_program()
     g["SETTINGS"].update(start="random")
     res = get_task("circle26").verify(g["solve"](np.zeros((26, 3)), 4.0, 0))
     assert res.valid and res.score > 2.55, (res.message, res.score)
+
+
+def test_ac2_smoothed_ratio_gradient_and_ascent():
+    """`library/ac2_lse.py`: the gradient of -log(L2 / (L1 M)) matches finite differences; from a random start
+    it reaches within a second what the local-search program did not reach in a 4-minute search (0.786)."""
+    progs = library_programs("ac2")
+    assert {"lse", "local"} <= set(progs)
+    g: dict = {}
+    exec(compile(progs["lse"], "ac2_lse", "exec"), g)
+    f = np.random.default_rng(0).random(40) + 0.1
+    _, grad = g["objective"](f, 0.05, 10.0)
+    eye = np.eye(40)
+    num = np.array([(g["objective"](f + 1e-6 * eye[j], 0.05, 10.0)[0] - g["objective"](f - 1e-6 * eye[j], 0.05, 10.0)[0])
+                    / 2e-6 for j in range(40)])
+    assert np.abs(num - grad).max() <= 1e-5 * max(1.0, np.abs(grad).max())
+    g["SETTINGS"].update(start="random", n0=200)
+    res = get_task("ac2").verify(g["solve"](np.ones(10), 3.0, 0))
+    assert res.valid and res.score > 0.86, res.score

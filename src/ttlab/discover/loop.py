@@ -112,10 +112,11 @@ def best_record(task: Task, tree: PUCTTree) -> dict:
     return out
 
 
-DEFAULT_PROGRAM_WEIGHTS = {"erdos": "lse=3", "circle26": "slsqp=3", "circle32": "slsqp=3"}
+DEFAULT_PROGRAM_WEIGHTS = {"erdos": "lse=3", "ac1": "lse=3", "ac2": "lse=3", "circle26": "slsqp=3", "circle32": "slsqp=3"}
 """Library proposer weights when --program-weights is empty: Erdős favours the smoothed minimax, the one
 program that both finds new basins (graduated multistart) and descends at large n (see benchmarks/discover_search.py);
-circle packing favours SLSQP on centres and radii jointly over the LP on jittered centres."""
+the autocorrelation tasks their smoothed programs; circle packing SLSQP on centres and radii jointly over the
+LP on jittered centres."""
 
 
 def parse_program_weights(spec: str, task: str) -> dict[str, float]:
