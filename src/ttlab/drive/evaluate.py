@@ -200,7 +200,12 @@ class PairedTrials:
 
 
 @torch.no_grad()
-def evaluate(cfg: EvalConfig) -> dict[str, float]:
+def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
+    """Run the evaluation `cfg` describes; returns (and writes to `cfg.out`) its metrics.
+
+    on_step(env, before): optional, called after every env step with the `SimState` from before it (each
+    step builds a new state, so `before` stays as it was): diagnostics such as `benchmarks/drive_collisions.py`.
+    """
     from ttlab.drive.rollout import _flat
     from ttlab.drive.train import load_policy, make_env
 
@@ -241,8 +246,11 @@ def evaluate(cfg: EvalConfig) -> dict[str, float]:
         active = _flat(env.controlled) & ~removed if skip else None  # the egos in play: only they are computed
         logits, _, state = policy.forward_eval(obs, state, term, removed, active=active)
         action = logits.argmax(-1) if cfg.greedy and not policy.continuous else sample(logits, policy.continuous)
+        before = env.state
         res = env.step(action.reshape(env.num_envs, env.num_agents, *action.shape[1:]))
         steps += 1
+        if on_step is not None:
+            on_step(env, before)
         obs = _flat(res.obs).float()
         term = (env.ep_step == 0).unsqueeze(1).expand(env.num_envs, env.num_agents).reshape(-1)
         removed = _flat(env.state.removed | env.state.stopped) & _flat(res.controlled)

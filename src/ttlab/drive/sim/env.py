@@ -285,6 +285,8 @@ class DriveEnv:
             self._contact_fn = torch.compile(self._contact_fn, dynamic=False, fullgraph=True)
         self.ep_metrics = EpisodeMetrics(self.device)
         self.trial_metrics = TrialMetrics(self.k, self.device) if self.trial_mode else None
+        self.last_events: dict[str, torch.Tensor] = {}
+        """The last step's per-vehicle events (goal, collision, offroad), as they happened, before any reset."""
         self.learner: torch.Tensor | None = None  # (E, A) bool: slots the metrics count (None = every ego)
         self.co_ep_metrics: EpisodeMetrics | None = None  # the other egos' (co-players'), when `learner` is set
         self.co_trial_metrics: TrialMetrics | None = None
@@ -461,6 +463,7 @@ class DriveEnv:
         reached = true_hit & in_play
         coll_ev = collided & in_play
         off_ev = offroad & in_play
+        self.last_events = {"goal": reached, "collision": coll_ev, "offroad": off_ev}  # (E, A) each, before resets
         reward = step_reward(self.weights, reached, coll_ev, off_ev) * in_play  # (E, A)
         if cfg.reward_progress:
             if cfg.progress_target == "nearest_exit":  # potential: -(distance to the nearest candidate exit)
