@@ -34,7 +34,6 @@ from ttlab.drive.adapt_eval import exit_flag
 from ttlab.drive.policy.dist import sample
 from ttlab.drive.sim.state import SimState
 
-
 DESIGN = {"intent": True}  # set from --design in main
 
 
