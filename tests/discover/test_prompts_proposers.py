@@ -50,6 +50,16 @@ def test_every_library_program_improves_its_task_quickly():
             assert task.better(res.score, s0) or abs(res.score - s0) <= 1e-9 * max(1.0, abs(s0)), (task_name, name)
 
 
+def _assert_gradient_matches_finite_differences(objective, n=40):
+    """objective(f, tau, penalty) -> (value, gradient): the gradient equals central differences at a random f."""
+    f = np.random.default_rng(0).random(n) + 0.1
+    _, grad = objective(f, 0.05, 10.0)
+    eye = np.eye(n)
+    num = np.array([(objective(f + 1e-6 * eye[j], 0.05, 10.0)[0] - objective(f - 1e-6 * eye[j], 0.05, 10.0)[0]) / 2e-6
+                    for j in range(n)])
+    assert np.abs(num - grad).max() <= 1e-5 * max(1.0, np.abs(grad).max())
+
+
 def test_ac1_smoothed_minimax_gradient_and_descent():
     """`library/ac1_lse.py`: the gradient matches finite differences; from a random start it gets far below the
     local-search program's level (C1 ~1.7 in a 5-minute search) within seconds."""
@@ -57,13 +67,7 @@ def test_ac1_smoothed_minimax_gradient_and_descent():
     assert {"lse", "local"} <= set(progs)  # the task's own program and the family's shared one
     g: dict = {}
     exec(compile(progs["lse"], "ac1_lse", "exec"), g)
-    rng = np.random.default_rng(0)
-    f = rng.random(40) + 0.1
-    v, grad = g["objective"](f, 0.05, 10.0)
-    eye = np.eye(40)
-    num = np.array([(g["objective"](f + 1e-6 * eye[j], 0.05, 10.0)[0] - g["objective"](f - 1e-6 * eye[j], 0.05, 10.0)[0])
-                    / 2e-6 for j in range(40)])
-    assert np.abs(num - grad).max() <= 1e-5 * max(1.0, np.abs(grad).max())
+    _assert_gradient_matches_finite_differences(g["objective"])
     g["SETTINGS"].update(start="random", n0=60)
     out = g["solve"](np.ones(10), 4.0, 0)
     res = get_task("ac1").verify(out)
@@ -92,12 +96,7 @@ def test_ac2_smoothed_ratio_gradient_and_ascent():
     assert {"lse", "local"} <= set(progs)
     g: dict = {}
     exec(compile(progs["lse"], "ac2_lse", "exec"), g)
-    f = np.random.default_rng(0).random(40) + 0.1
-    _, grad = g["objective"](f, 0.05, 10.0)
-    eye = np.eye(40)
-    num = np.array([(g["objective"](f + 1e-6 * eye[j], 0.05, 10.0)[0] - g["objective"](f - 1e-6 * eye[j], 0.05, 10.0)[0])
-                    / 2e-6 for j in range(40)])
-    assert np.abs(num - grad).max() <= 1e-5 * max(1.0, np.abs(grad).max())
+    _assert_gradient_matches_finite_differences(g["objective"])
     g["SETTINGS"].update(start="random", n0=200)
     res = get_task("ac2").verify(g["solve"](np.ones(10), 3.0, 0))
     assert res.valid and res.score > 0.86, res.score
