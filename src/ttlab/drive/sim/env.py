@@ -143,6 +143,10 @@ class EnvConfig:
     """Road segments within this radius (m) are observed."""
     partner_slots: int = 63
     """Partner slots in the observation."""
+    partner_controls: bool = False
+    """Each observed partner also shows its last applied command (accel, steer over their bounds): what brake
+    lights and a turn signal tell a human driver, which one frame of positions and speeds does not. 0 for a
+    partner replaying its log."""
     road_slots: int = 200
     """Road-segment slots in the observation (and candidates per grid cell)."""
     grid_cell: float = 5.0
@@ -261,7 +265,7 @@ class DriveEnv:
         self.trial_mode = cfg.goal_behavior == "trial"
         self.feedback = cfg.hidden_goal and cfg.exit_feedback and self.trial_mode
         self.layout: ObsLayout = make_layout(cfg.partner_slots, cfg.road_slots, cfg.reward_conditioning, m,
-                                             self.feedback, cfg.exit_intent)
+                                             self.feedback, cfg.exit_intent, cfg.partner_controls)
         self.obs_dim = self.layout.obs_dim
         self.num_actions = NUM_DISCRETE if cfg.action == "discrete" else 2
         self.num_drive_actions = self.num_actions
@@ -277,7 +281,7 @@ class DriveEnv:
         self._obs_fn = functools.partial(
             native.observe if self.backend == "native" else observe, partner_slots=cfg.partner_slots, partner_radius=cfg.partner_radius, road_slots=cfg.road_slots,
             road_radius=cfg.road_radius, max_accel=cfg.limits.max_accel, max_steer=cfg.limits.max_steer,
-            hide_goal=cfg.hidden_goal and not cfg.exit_intent)
+            hide_goal=cfg.hidden_goal and not cfg.exit_intent, partner_controls=cfg.partner_controls)
         self._contact_fn = functools.partial(native.contacts if self.backend == "native" else contacts,
                                              candidates=cfg.collision_candidates)
         if cfg.compile and self.backend == "torch":

@@ -10,6 +10,8 @@ ego      : goal_x, goal_y, speed, length, width, collided, offroad, accel, steer
            (in hidden-goal mode goal_x, goal_y are 0: only the candidates are shown; with exit intent they show the
            candidate the ego picked at the trial's first tick, 0 at that tick)
 partner  : x, y, cos(rel heading), sin(rel heading), speed, length, width   (within `partner_radius`)
+           [+ accel, steer: the partner's last applied command over its bound, "brake lights and turn signal"
+           (partner controls; 0 for a partner replaying its log)]
 road     : mid_x, mid_y, length, cos(rel dir), sin(rel dir), distance, type id (ROAD_TYPE_ID; 0 = padding)
 Positions and lengths are divided by POS_SCALE, speeds by SPEED_SCALE, sizes by SIZE_SCALE.
 """
@@ -31,6 +33,8 @@ EGO_BASE_DIM = 9
 EGO_RC_DIM = 3
 EGO_FEEDBACK_DIM = 2
 EGO_INTENT_DIM = 1
+PARTNER_BASE_DIM = 7
+PARTNER_CONTROLS_DIM = 2
 
 
 @dataclass(frozen=True)
@@ -84,12 +88,13 @@ class ObsLayout:
 
 
 def make_layout(partner_slots: int, road_slots: int, reward_conditioning: bool, num_goal_candidates: int,
-                exit_feedback: bool = False, exit_intent: bool = False) -> ObsLayout:
+                exit_feedback: bool = False, exit_intent: bool = False, partner_controls: bool = False) -> ObsLayout:
     ego_dim = (EGO_BASE_DIM + (EGO_RC_DIM if reward_conditioning else 0) + 2 * num_goal_candidates
                + (EGO_FEEDBACK_DIM if exit_feedback else 0) + (EGO_INTENT_DIM if exit_intent else 0))
     return ObsLayout(ego_dim=ego_dim, partner_slots=partner_slots, road_slots=road_slots,
                      num_goal_candidates=num_goal_candidates, reward_conditioning=reward_conditioning,
-                     exit_feedback=exit_feedback, exit_intent=exit_intent)
+                     exit_feedback=exit_feedback, exit_intent=exit_intent,
+                     partner_dim=PARTNER_BASE_DIM + (PARTNER_CONTROLS_DIM if partner_controls else 0))
 
 
 def nearest_partners(x: torch.Tensor, y: torch.Tensor, visible: torch.Tensor, k: int, radius: float,
@@ -119,23 +124,27 @@ def nearest_partners(x: torch.Tensor, y: torch.Tensor, visible: torch.Tensor, k:
     return idx, torch.isfinite(val)
 
 
-def partner_features(x, y, cos_h, sin_h, heading, speed, length, width, idx, ok, slots: int) -> torch.Tensor:
-    """The selected partners' features in each ego's frame, (E, A, slots, 7); 0 where not ok or padding."""
+def partner_features(x, y, cos_h, sin_h, heading, speed, length, width, idx, ok, slots: int,
+                     controls: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """The selected partners' features in each ego's frame, (E, A, slots, 7), or (E, A, slots, 9) with
+    `controls` = (accel / max_accel, steer / max_steer), each (E, A), appended; 0 where not ok or padding."""
     E, A, k = idx.shape
     flat = idx.reshape(E, A * k)  # (E, A*k)
-    table = torch.stack([x, y, heading, speed, length, width], dim=-1)  # (E, A, 6)
-    p = torch.gather(table, 1, flat.unsqueeze(-1).expand(E, A * k, 6)).reshape(E, A, k, 6)
+    cols = [x, y, heading, speed, length, width] + (list(controls) if controls is not None else [])
+    table = torch.stack(cols, dim=-1)  # (E, A, 6 or 8)
+    nc = table.shape[-1]
+    p = torch.gather(table, 1, flat.unsqueeze(-1).expand(E, A * k, nc)).reshape(E, A, k, nc)
     c, s = cos_h.unsqueeze(-1), sin_h.unsqueeze(-1)
     rx, ry = to_ego(p[..., 0] - x.unsqueeze(-1), p[..., 1] - y.unsqueeze(-1), c, s)
     dh = p[..., 2] - heading.unsqueeze(-1)
     feat = torch.stack([
         rx * (1 / POS_SCALE), ry * (1 / POS_SCALE), torch.cos(dh), torch.sin(dh),
         p[..., 3] * (1 / SPEED_SCALE), p[..., 4] * (1 / SIZE_SCALE), p[..., 5] * (1 / SIZE_SCALE),
-    ], dim=-1)  # (E, A, k, 7)
+    ] + [p[..., q] for q in range(6, nc)], dim=-1)  # (E, A, k, 7 or 9)
     feat = torch.where(ok.unsqueeze(-1), feat, feat.new_zeros(()))
     if k < slots:
         feat = torch.nn.functional.pad(feat, (0, 0, 0, slots - k))
-    return feat  # (E, A, slots, 7)
+    return feat  # (E, A, slots, 7 or 9)
 
 
 def road_features(seg_table: torch.Tensor, cand: torch.Tensor, xs: torch.Tensor, ys: torch.Tensor,
@@ -199,7 +208,8 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
             steer: torch.Tensor, visible: torch.Tensor, rc_weights: torch.Tensor | None,
             candidates: torch.Tensor | None, *, partner_slots: int, partner_radius: float, road_slots: int,
             road_radius: float, max_accel: float, max_steer: float, hide_goal: bool,
-            feedback: torch.Tensor | None = None, intent_open: torch.Tensor | None = None) -> torch.Tensor:
+            feedback: torch.Tensor | None = None, intent_open: torch.Tensor | None = None,
+            partner_controls: bool = False) -> torch.Tensor:
     """The full flat observation of every agent slot, (E, A, obs_dim) float32.
 
     One pure function of the state tensors (every argument (E, A) unless noted; scene (E,), rc_weights
@@ -208,7 +218,8 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
     E, A = x.shape
     c, s = torch.cos(heading), torch.sin(heading)
     idx, ok = nearest_partners(x, y, visible, partner_slots, partner_radius, nearest_first=False)
-    par = partner_features(x, y, c, s, heading, speed, length, width, idx, ok, partner_slots)
+    controls = (accel / max_accel, steer / max_steer) if partner_controls else None
+    par = partner_features(x, y, c, s, heading, speed, length, width, idx, ok, partner_slots, controls)
     road_cand = grid.road_candidates(scene, x, y)
     inv = 1.0 / grid.pos_scale
     road = road_features(grid.seg_table, road_cand, x * inv, y * inv, c, s, road_radius * inv, road_slots)

@@ -7,13 +7,14 @@
  *
  * Shapes: x .. width, visible (E*A); scene (E); seg_table (rows, 8); cell_cand (P, G, Kc) int16 or
  * int32; origin (P, 2); gx, gy (P); out (E*A, obs_dim) float32, written in
- * [partner_offset, partner_offset + partner_slots*7) and [road_offset, road_offset + road_slots*7).
+ * [partner_offset, partner_offset + partner_slots*pdim) and [road_offset, road_offset + road_slots*7).
+ * pdim is 7, or 9 with partner controls: ctl_a, ctl_s (E*A) are then each partner's last accel and steer
+ * already divided by their bounds (NULL when pdim is 7).
  */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
-#define PARTNER_DIM 7
 #define ROAD_DIM 7
 #define SEG_DIM 8
 #define MAX_NEAREST 1024
@@ -22,10 +23,29 @@ static const float POS_INV = 1.0f / 50.0f;   /* observe.POS_SCALE */
 static const float SPEED_INV = 1.0f / 20.0f; /* observe.SPEED_SCALE */
 static const float SIZE_INV = 1.0f / 5.0f;   /* observe.SIZE_SCALE */
 
+/* One partner j's features in ego i's frame (cos c, sin s of the ego's heading) into o[0 .. pdim). */
+static inline void partner_feat(int64_t i, int64_t j, const float* x, const float* y, const float* h,
+                                const float* v, const float* len, const float* wid, const float* ctl_a,
+                                const float* ctl_s, float c, float s, float* o) {
+    float dx = x[j] - x[i], dy = y[j] - y[i];
+    float dh = h[j] - h[i];
+    o[0] = (dx * c + dy * s) * POS_INV;
+    o[1] = (-dx * s + dy * c) * POS_INV;
+    o[2] = cosf(dh);
+    o[3] = sinf(dh);
+    o[4] = v[j] * SPEED_INV;
+    o[5] = len[j] * SIZE_INV;
+    o[6] = wid[j] * SIZE_INV;
+    if (ctl_a) {
+        o[7] = ctl_a[j];
+        o[8] = ctl_s[j];
+    }
+}
+
 static void partner_row(int64_t A, int64_t i, const float* x, const float* y, const float* h, const float* v,
-                        const float* len, const float* wid, const uint8_t* vis, float c, float s,
-                        int64_t slots, float r2, float* out) {
-    memset(out, 0, sizeof(float) * slots * PARTNER_DIM);
+                        const float* len, const float* wid, const float* ctl_a, const float* ctl_s,
+                        const uint8_t* vis, float c, float s, int64_t slots, int64_t pdim, float r2, float* out) {
+    memset(out, 0, sizeof(float) * slots * pdim);
     int64_t k = A - 1 < slots ? A - 1 : slots;
     if (k <= 0) return;
     if (A - 1 <= slots) {
@@ -34,15 +54,7 @@ static void partner_row(int64_t A, int64_t i, const float* x, const float* y, co
             if (j == i || !vis[j]) continue;
             float dx = x[j] - x[i], dy = y[j] - y[i];
             if (dx * dx + dy * dy > r2) continue;
-            float* o = out + (j < i ? j : j - 1) * PARTNER_DIM;
-            float dh = h[j] - h[i];
-            o[0] = (dx * c + dy * s) * POS_INV;
-            o[1] = (-dx * s + dy * c) * POS_INV;
-            o[2] = cosf(dh);
-            o[3] = sinf(dh);
-            o[4] = v[j] * SPEED_INV;
-            o[5] = len[j] * SIZE_INV;
-            o[6] = wid[j] * SIZE_INV;
+            partner_feat(i, j, x, y, h, v, len, wid, ctl_a, ctl_s, c, s, out + (j < i ? j : j - 1) * pdim);
         }
         return;
     }
@@ -66,19 +78,8 @@ static void partner_row(int64_t A, int64_t i, const float* x, const float* y, co
         best_d[p] = d2;
         best_j[p] = j;
     }
-    for (int64_t q = 0; q < n; q++) {
-        int64_t j = best_j[q];
-        float dx = x[j] - x[i], dy = y[j] - y[i];
-        float* o = out + q * PARTNER_DIM;
-        float dh = h[j] - h[i];
-        o[0] = (dx * c + dy * s) * POS_INV;
-        o[1] = (-dx * s + dy * c) * POS_INV;
-        o[2] = cosf(dh);
-        o[3] = sinf(dh);
-        o[4] = v[j] * SPEED_INV;
-        o[5] = len[j] * SIZE_INV;
-        o[6] = wid[j] * SIZE_INV;
-    }
+    for (int64_t q = 0; q < n; q++)
+        partner_feat(i, best_j[q], x, y, h, v, len, wid, ctl_a, ctl_s, c, s, out + q * pdim);
 }
 
 static void road_row(const float* seg_table, const int64_t* rows, int64_t kc, float xs, float ys, float c,
@@ -112,7 +113,8 @@ static void road_row(const float* seg_table, const int64_t* rows, int64_t kc, fl
 
 void ttlab_observe_partner_road(
     int64_t E, int64_t A, const float* x, const float* y, const float* heading, const float* speed,
-    const float* length, const float* width, const uint8_t* visible, const int64_t* scene,
+    const float* length, const float* width, const float* ctl_a, const float* ctl_s, int64_t pdim,
+    const uint8_t* visible, const int64_t* scene,
     const float* seg_table, const void* cell_cand, int32_t cand_int32, int64_t G, int64_t Kc,
     const float* origin, const int64_t* gx, const int64_t* gy, float cell, int64_t seg_rows_per_scene,
     float inv_scale, int64_t partner_slots, float partner_radius, int64_t road_slots, float road_radius_scaled,
@@ -125,7 +127,8 @@ void ttlab_observe_partner_road(
         float c = cosf(heading[ia]), s = sinf(heading[ia]);
         float* row = out + ia * obs_dim;
         partner_row(A, i, x + base, y + base, heading + base, speed + base, length + base, width + base,
-                    visible + base, c, s, partner_slots, r2, row + partner_offset);
+                    ctl_a ? ctl_a + base : NULL, ctl_s ? ctl_s + base : NULL, visible + base, c, s,
+                    partner_slots, pdim, r2, row + partner_offset);
         /* grid cell of the agent (as RoadGrid.lookup) */
         int64_t p = scene[e];
         float fx = floorf((x[ia] - origin[2 * p]) / cell), fy = floorf((y[ia] - origin[2 * p + 1]) / cell);
