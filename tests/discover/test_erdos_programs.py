@@ -68,6 +68,34 @@ def test_lse_lowers_a_published_construction_at_its_own_resolution():
     assert exact_c5(out)[1]  # exactly feasible, not only to float slack (the search's best record checks it)
 
 
+@pytest.mark.skipif(_reference() is None, reason="shared reference data absent (set TTLAB_SHARED_DATA)")
+def test_lse_hop_mode_leaves_a_basin_the_local_solve_cannot():
+    # Haugland's 51 pieces are a local optimum at n = 51 (a converged solve from them ends at 0.3809274, its
+    # rescale); 30 hops at n = 51 find lower ones, then the doubling back up
+    # (upsample 2) returns n = 102, exactly feasible.
+    import json
+
+    from ttlab.discover.tasks import get_task
+    from ttlab.discover.tasks.erdos import exact_c5
+
+    ref = json.loads(_reference().read_text())
+    h = np.array([c["h"] for c in ref["constructions"] if c["name"] == "haugland_2016"][0])
+    local = erdos_lse.converge(erdos_lse.normalise(h), erdos_lse.HOP_TAUS, "penalty", 1e-11, float("inf"))[1]
+    rng = np.random.default_rng(0)
+    before = dict(erdos_lse.SETTINGS)
+    try:
+        hopped, c, hops = erdos_lse.hop(h, float("inf"), rng, max_hops=30)
+        assert hops == 30 and c < local - 2e-6 and hopped.size == 51
+        erdos_lse.SETTINGS.update(hop_frac=0.5, upsample=2, max_n=200)
+        out = erdos_lse.solve(h, 4.0, 0)
+    finally:
+        erdos_lse.SETTINGS.clear()
+        erdos_lse.SETTINGS.update(before)
+    res = get_task("erdos").verify(out)
+    assert out.size == 102 and res.valid and res.score < local
+    assert exact_c5(out)[1]
+
+
 def test_minimax_linear_model_is_the_first_order_term():
     rng = np.random.default_rng(2)
     h = rng.uniform(0.1, 0.9, 25)

@@ -9,6 +9,12 @@ maximum approaches the true one; from a large tau the landscape is smooth enough
 program) stalls because hundreds of lags are active at once (its LP grows dense as n grows), the smoothed
 problem costs two correlations per gradient, O(n^2) or O(n log n) by FFT, at any n, and keeps descending.
 
+Hop mode (`hop_frac` > 0, parent starts): the parent block-averaged by `coarsen`, then monotone basin hopping
+at that resolution for `hop_frac` of the budget (a random window of the best profile perturbed by Gaussian
+noise, taken to its local optimum by a solve that stops on convergence, kept if it is lower), then doubled back
+up to the parent's resolution, each level re-converged through the verifier's rescale. The coarse level is where
+basins differ (the record's is visible from ~100 pieces); the fine levels only deepen the one found.
+
 Gradient of L = sum_m w_m c_m(g) (w = softmax(c / tau)), with k = m - (n - 1):
     dL/dg_j = (2/n) (sum_k w_k (1 - g)_{j-k} - sum_k w_k g_{j+k})
             = (2/n) (convolve(w, 1 - g)[j + n - 1] - correlate(g, w)[j + n - 1]),
@@ -23,7 +29,7 @@ from scipy.signal import fftconvolve
 
 FFT_N = 1000  # from here on the gradient's correlations go through the FFT (O(n log n); error ~1e-15)
 
-SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.01, "objective": "penalty", "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30}
+SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.01, "objective": "penalty", "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30, "coarsen": 1, "hop_frac": 0.0, "hop_sigma": 0.3, "hop_window": 0.15, "hop_ftol": 1e-11}
 
 
 def corr(h):
@@ -98,13 +104,13 @@ class _Timeout(Exception):
     pass
 
 
-def smooth(h, tau, penalty, deadline, maxcor):
+def smooth(h, tau, penalty, deadline, maxcor, ftol=1e-16, objective=None):
     """One continuation stage from h; returns the last iterate (also when the deadline cuts it short).
 
     objective "penalty": the soft max of c(h) with (sum h - n/2)^2 penalised (descends fastest from far);
     "scaled": through the verifier's rescale (reaches lower once near an optimum)."""
     last = [h]
-    fn = scaled_objective if SETTINGS.get("objective") == "scaled" else soft_max_and_grad
+    fn = scaled_objective if (objective or SETTINGS.get("objective")) == "scaled" else soft_max_and_grad
 
     def f(x):
         if time.time() > deadline:
@@ -114,7 +120,7 @@ def smooth(h, tau, penalty, deadline, maxcor):
 
     try:
         res = minimize(f, h, jac=True, method="L-BFGS-B", bounds=[(0.0, 1.0)] * h.size,
-                       options={"maxiter": 100000, "maxcor": int(maxcor), "ftol": 1e-16, "gtol": 1e-14})
+                       options={"maxiter": 100000, "maxcor": int(maxcor), "ftol": ftol, "gtol": 1e-14})
         return res.x
     except _Timeout:
         return last[0]
@@ -150,6 +156,60 @@ def continuation(h, tau0, deadline):
     return best, best_c
 
 
+HOP_TAUS = (1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 1e-7, 1e-8)  # a converged solve from a perturbed profile
+FINE_TAUS = (1e-6, 1e-7, 1e-8, 1e-9, 1e-10)  # re-converging a doubled profile (already near its optimum)
+
+
+def converge(h, taus, objective, ftol, deadline):
+    """Stages at fixed temperatures, each L-BFGS-B run to convergence (`ftol`) or the deadline, whichever is
+    first: unlike `continuation`, the result does not depend on the CPU it gets. Returns (h, true C5)."""
+    for tau in taus:
+        if time.time() >= deadline:
+            break
+        h = smooth(h, tau, float(SETTINGS["penalty"]), deadline, SETTINGS["maxcor"], ftol, objective)
+    h = normalise(h)
+    return h, corr(h).max()
+
+
+def hop(h, deadline, rng, max_hops=None):
+    """Monotone basin hopping from h until the deadline (or `max_hops`); returns (best h, its C5, hops tried)."""
+    s = SETTINGS
+    n = h.size
+    best = converge(normalise(h), HOP_TAUS, "penalty", float(s["hop_ftol"]), deadline)
+    hops = 0
+    while time.time() < deadline and (max_hops is None or hops < max_hops):
+        x = best[0].copy()
+        w = max(2, int(float(s["hop_window"]) * n * rng.uniform(0.3, 1.0)))
+        a = int(rng.integers(0, n - w + 1))
+        x[a:a + w] = np.clip(x[a:a + w] + float(s["hop_sigma"]) * rng.standard_normal(w), 0.0, 1.0)
+        cand = converge(x, HOP_TAUS, "penalty", float(s["hop_ftol"]), deadline)
+        hops += 1
+        if cand[1] < best[1]:
+            best = cand
+    return best[0], best[1], hops
+
+
+def coarse_hop_refine(parent, budget_s, rng):
+    """Hop mode: coarsen the parent, hop at the coarse level, refine back to the parent's n (times `upsample`
+    within `max_n`; see the module docstring)."""
+    s = SETTINGS
+    t0 = time.time()
+    h = normalise(np.asarray(parent, dtype=np.float64))
+    f, n = int(s["coarsen"]), h.size
+    if int(s["upsample"]) > 1 and h.size * int(s["upsample"]) <= int(s["max_n"]):
+        n = h.size * int(s["upsample"])
+    if f > 1 and h.size % f == 0 and h.size // f >= 8:
+        h = h.reshape(-1, f).mean(axis=1)
+    h, c, hops = hop(h, t0 + float(s["hop_frac"]) * budget_s, rng)
+    print(f"lse hop: n={h.size} C5={c:.12f} after {hops} hops")
+    while h.size * 2 <= n:  # back up to the parent's resolution, the remaining time shared between levels
+        levels = int(np.floor(np.log2(n / h.size)))
+        left = t0 + 0.9 * budget_s - time.time()
+        h, c = converge(np.repeat(h, 2), FINE_TAUS, "scaled", 1e-15, time.time() + max(0.0, left) / levels)
+        print(f"lse hop: refined to n={h.size} C5={c:.12f}")
+    return h
+
+
 def solve(parent, budget_s, seed):
     s = SETTINGS
     rng = np.random.default_rng(seed)
@@ -163,6 +223,8 @@ def solve(parent, budget_s, seed):
             if best is None or c < best[1]:
                 best = (h, c)
         h, c = best
+    elif float(s["hop_frac"]) > 0:
+        h = coarse_hop_refine(parent, budget_s, rng)
     else:
         h = normalise(np.asarray(parent, dtype=np.float64))
         if int(s["upsample"]) > 1 and h.size * int(s["upsample"]) <= int(s["max_n"]):
