@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -46,9 +48,7 @@ def main() -> None:
     machine = {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                "load_end": [round(x, 2) for x in os.getloadavg()]}
     rec.update({"commit": rev, "machine": machine, "wall_s": round(time.time() - t0, 1),
-                "command": f"python benchmarks/discover_polish.py --budget {a.budget} --upsample {a.upsample} "
-                           f"--program {a.program} --out {Path(a.out).name}"
-                           + (f" --settings '{a.settings}'" if a.settings else "")})
+                "command": "python benchmarks/discover_polish.py " + shlex.join(sys.argv[1:])})
     Path(a.out).write_text(json.dumps(rec) + "\n")
     ex = rec["exact"]
     print(json.dumps({"benchmark": "discover_polish", "start": rec["start"], "n": rec["n"],
