@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--round-s", type=float, default=60.0)
     ap.add_argument("--upsample", type=int, default=1)
     ap.add_argument("--program", default="minimax", help="library program: minimax (exact SLP) or lse (smoothed)")
+    ap.add_argument("--seed", type=int, default=0, help="program seed (round r gets seed + r)")
     ap.add_argument("--settings", default="", help="JSON overriding the program's SETTINGS")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "erdos_polish.json"))
     a = ap.parse_args()
@@ -43,7 +44,7 @@ def main() -> None:
     t0 = time.time()
     cfg = PolishConfig(task="erdos", file=Path(a.ref), name=a.name, budget=a.budget, round_s=a.round_s,
                        upsample=a.upsample, out=Path(a.out), claim=str(RECORD), program=a.program,
-                       settings=a.settings)
+                       settings=a.settings, seed=a.seed)
     rec = run_polish(cfg)
     machine = {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                "load_end": [round(x, 2) for x in os.getloadavg()]}

@@ -41,3 +41,30 @@ def test_partner_rows_show_the_partners_last_command(backend):
                 want = torch.stack([st.accel[:, j] / lim.max_accel, st.steer[:, j] / lim.max_steer], -1)
                 torch.testing.assert_close(par[seen, i, slot, 7:], want[seen], rtol=0, atol=1e-6)
                 assert (par[~seen, i, slot, 7:] == 0).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_priority_token_is_shown_to_self_and_partners_and_redrawn_per_episode(backend):
+    pool = build_pool(generate_pool_scenarios(2, seed=5, num_agents=4), max_agents=4)
+    cfg = EnvConfig(num_envs=2, max_agents=4, partner_slots=3, priority=True, partner_radius=500.0,
+                    episode_length=5, backend=backend)
+    env = DriveEnv(cfg, pool, seed=0)
+    L = env.layout
+    assert L.partner_dim == 8 and L.ego_dim == 10
+    first = env.priority.clone()  # (E, A)
+    assert ((first >= 0) & (first < 1)).all() and first.unique().numel() == first.numel()
+    obs = env.reset(0)
+    for _ in range(4):
+        ego, par, _road = L.split(obs)
+        torch.testing.assert_close(ego[..., 9], env.priority)  # own token, last ego feature here
+        for i in range(4):
+            for j in range(4):
+                if j != i:
+                    seen = par[:, i, j if j < i else j - 1, :7].abs().sum(-1) > 0
+                    torch.testing.assert_close(par[seen, i, j if j < i else j - 1, 7], env.priority[seen, j])
+        torch.testing.assert_close(env.priority, first)  # fixed within the episode
+        obs = env.step(torch.zeros(2, 4, dtype=torch.long)).obs.clone()
+    env.step(torch.zeros(2, 4, dtype=torch.long))  # the 5-tick episode ends: new draws
+    assert not torch.equal(env.priority, first)
+    again = DriveEnv(cfg, pool, seed=0)
+    torch.testing.assert_close(again.priority, first)  # a pure function of (seed, env, episode, slot)

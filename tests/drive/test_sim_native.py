@@ -32,12 +32,13 @@ def _both(env: DriveEnv) -> tuple[torch.Tensor, torch.Tensor]:
             env.weights if cfg.reward_conditioning else None, cand)
     kw = dict(partner_slots=cfg.partner_slots, partner_radius=cfg.partner_radius, road_slots=cfg.road_slots,
               road_radius=cfg.road_radius, max_accel=cfg.limits.max_accel, max_steer=cfg.limits.max_steer,
-              hide_goal=cfg.hidden_goal, partner_controls=cfg.partner_controls)
+              hide_goal=cfg.hidden_goal, partner_controls=cfg.partner_controls, priority=env.priority)
     return observe(*args, **kw), native.observe(*args, **kw)
 
 
 @pytest.mark.parametrize("extra", [{}, {"reward_conditioning": True}, {"partner_slots": 5, "partner_radius": 80.0},
-                                   {"partner_controls": True}, {"partner_controls": True, "partner_slots": 5}])
+                                   {"partner_controls": True}, {"partner_controls": True, "partner_slots": 5},
+                                   {"priority": True, "partner_controls": True, "partner_slots": 5}])
 def test_native_matches_torch_on_procedural_scenes(extra):
     pool = build_pool(generate_pool_scenarios(6, seed=3, num_agents=12), max_agents=12)
     env = DriveEnv(EnvConfig(num_envs=6, max_agents=12, episode_length=15, backend="torch", **extra), pool, seed=1)
@@ -52,11 +53,11 @@ def test_native_matches_torch_on_procedural_scenes(extra):
 
 
 @pytest.mark.parametrize("controls", [False, True])
-def test_native_nearest_partner_selection_in_a_crowd(controls):
+def test_native_nearest_partner_selection_in_a_crowd(controls):  # with controls: also the priority token
     """More others than partner slots: the kernel keeps the same k nearest, nearest first, as torch.topk."""
     pool = build_pool(generate_pool_scenarios(2, seed=1, num_agents=40), max_agents=40)
     env = DriveEnv(EnvConfig(num_envs=2, max_agents=40, partner_slots=10, partner_controls=controls,
-                             backend="torch"), pool, seed=0)
+                             priority=controls, backend="torch"), pool, seed=0)
     g = torch.Generator().manual_seed(0)
     for _ in range(3):
         st = env.state

@@ -147,6 +147,11 @@ class EnvConfig:
     """Each observed partner also shows its last applied command (accel, steer over their bounds): what brake
     lights and a turn signal tell a human driver, which one frame of positions and speeds does not. 0 for a
     partner replaying its log."""
+    priority: bool = False
+    """Right-of-way token: every vehicle draws a number in [0, 1) per episode (a pure function of seed, env,
+    episode and slot), shown in its own ego features and in every partner row that shows it, so that two copies of
+    one policy meeting in mirror-image situations have something to break the tie with (a V2V-style convention
+    the policy may learn, e.g. the lower token yields)."""
     road_slots: int = 200
     """Road-segment slots in the observation (and candidates per grid cell)."""
     grid_cell: float = 5.0
@@ -265,7 +270,7 @@ class DriveEnv:
         self.trial_mode = cfg.goal_behavior == "trial"
         self.feedback = cfg.hidden_goal and cfg.exit_feedback and self.trial_mode
         self.layout: ObsLayout = make_layout(cfg.partner_slots, cfg.road_slots, cfg.reward_conditioning, m,
-                                             self.feedback, cfg.exit_intent, cfg.partner_controls)
+                                             self.feedback, cfg.exit_intent, cfg.partner_controls, cfg.priority)
         self.obs_dim = self.layout.obs_dim
         self.num_actions = NUM_DISCRETE if cfg.action == "discrete" else 2
         self.num_drive_actions = self.num_actions
@@ -328,6 +333,7 @@ class DriveEnv:
         if self.cfg.hidden_goal:
             M = self.view.candidates.shape[2]
             self.true_goal = rng.randint(M, ids.unsqueeze(1), ep.unsqueeze(1), a, s, 2)  # (E, A)
+        self.priority = rng.uniform(ids.unsqueeze(1), ep.unsqueeze(1), a, s, 4) if self.cfg.priority else None  # (E, A)
         if self.cfg.reward_conditioning:
             self.weights = draw_weights(self.cfg.rc_lb, self.cfg.rc_ub, s, ids, ep, self.num_agents, 3)
         else:
@@ -408,7 +414,7 @@ class DriveEnv:
                             goal_x, goal_y, st.collided, st.offroad, st.accel, st.steer,
                             self._visible(st, log_valid), self.weights if self.cfg.reward_conditioning else None,
                             cand, feedback=torch.stack([st.last_reward, st.exit_flag], -1) if self.feedback else None,
-                            **kw)  # (E, A, obs_dim)
+                            priority=self.priority, **kw)  # (E, A, obs_dim)
         if self._obs_buf is None or obs is self._obs_buf:
             return obs
         return self._obs_buf.copy_(obs)

@@ -26,7 +26,7 @@ import torch
 
 from ttlab.drive.sim.contact import COLLISION_RADIUS
 from ttlab.drive.sim.grid import RoadGrid
-from ttlab.drive.sim.observe import PARTNER_BASE_DIM, PARTNER_CONTROLS_DIM, ego_features
+from ttlab.drive.sim.observe import PARTNER_BASE_DIM, ego_features, partner_extra
 
 SRCS = [Path(__file__).with_name("csrc") / name for name in ("observe.c", "contact.c")]
 FLAGS = ["-O3", "-std=c99", "-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-ffp-contract=off"]
@@ -89,7 +89,7 @@ def load() -> ctypes.CDLL:
             raise NativeUnavailable(_error) from e
         f = lib.ttlab_observe_partner_road
         i64, f32, i32, ptr = ctypes.c_int64, ctypes.c_float, ctypes.c_int32, ctypes.c_void_p
-        f.argtypes = [i64, i64] + [ptr] * 8 + [i64] + [ptr] * 4 + [i32, i64, i64, ptr, ptr, ptr, f32, i64, f32, i64, f32,
+        f.argtypes = [i64, i64] + [ptr] * 7 + [i64] + [ptr] * 4 + [i32, i64, i64, ptr, ptr, ptr, f32, i64, f32, i64, f32,
                                                i64, f32, ptr, i64, i64, i64, i32]
         f.restype = None
         f = lib.ttlab_contacts
@@ -127,7 +127,8 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
             candidates: torch.Tensor | None, *, partner_slots: int, partner_radius: float, road_slots: int,
             road_radius: float, max_accel: float, max_steer: float, hide_goal: bool,
             feedback: torch.Tensor | None = None, out: torch.Tensor | None = None,
-            intent_open: torch.Tensor | None = None, partner_controls: bool = False) -> torch.Tensor:
+            intent_open: torch.Tensor | None = None, partner_controls: bool = False,
+            priority: torch.Tensor | None = None) -> torch.Tensor:
     """observe.observe on the native kernel: (E, A, obs_dim) float32, CPU tensors only; written into
     `out` (contiguous (E, A, obs_dim) float32) when given."""
     lib = load()
@@ -136,9 +137,11 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
     E, A = x.shape
     c, s = torch.cos(heading), torch.sin(heading)
     ego = ego_features(goal_x, goal_y, x, y, c, s, speed, length, width, collided, offroad, accel, steer,
-                       max_accel, max_steer, rc_weights, candidates, hide_goal, feedback, intent_open)  # (E, A, ego_dim)
+                       max_accel, max_steer, rc_weights, candidates, hide_goal, feedback, intent_open,
+                       priority)  # (E, A, ego_dim)
     ego_dim = ego.shape[-1]
-    pdim = PARTNER_BASE_DIM + (PARTNER_CONTROLS_DIM if partner_controls else 0)
+    cols = partner_extra(accel, steer, max_accel, max_steer, partner_controls, priority)
+    pdim = PARTNER_BASE_DIM + len(cols)
     partner_offset, road_offset = ego_dim, ego_dim + partner_slots * pdim
     obs_dim = road_offset + road_slots * 7
     if out is None:
@@ -150,11 +153,7 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
         obs = out
     obs[..., :ego_dim] = ego
     f32 = [t.contiguous().float() for t in (x, y, heading, speed, length, width)]
-    if partner_controls:
-        ctl = [(accel / max_accel).contiguous().float(), (steer / max_steer).contiguous().float()]
-        ctl_ptr = [_ptr(t) for t in ctl]
-    else:
-        ctl_ptr = [None, None]
+    extra = torch.stack(cols).float().contiguous() if cols else None  # (n_extra, E, A)
     vis = visible.contiguous().to(torch.uint8)
     sc = scene.contiguous().long()
     cand = grid.cell_cand.contiguous()
@@ -162,7 +161,7 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
     gx, gy = grid.gx.contiguous().long(), grid.gy.contiguous().long()
     inv = 1.0 / grid.pos_scale
     lib.ttlab_observe_partner_road(
-        E, A, *(_ptr(t) for t in f32), *ctl_ptr, pdim, _ptr(vis), _ptr(sc), _ptr(seg), _ptr(cand),
+        E, A, *(_ptr(t) for t in f32), None if extra is None else _ptr(extra), len(cols), _ptr(vis), _ptr(sc), _ptr(seg), _ptr(cand),
         int(cand.dtype == torch.int32), cand.shape[1], cand.shape[2], _ptr(org), _ptr(gx), _ptr(gy),
         float(grid.cell), grid.num_seg_slots, inv, partner_slots, float(partner_radius), road_slots,
         float(road_radius * inv), _ptr(obs), obs_dim, partner_offset, road_offset, torch.get_num_threads())

@@ -5,13 +5,14 @@ obs = [ego (ego_dim) | partners (63 x 7) | road (200 x 7)], zero-padded, all in 
 
 ego      : goal_x, goal_y, speed, length, width, collided, offroad, accel, steer
            [+ 3 reward-conditioning weights (goal, collision, offroad)] [+ M x (x, y) hidden-goal candidates]
+           [+ priority: this episode's random right-of-way token in [0, 1) (priority mode)]
            [+ last reward, exit flag (+1 true exit / -1 wrong exit reached last tick, else 0): exit feedback]
            [+ intent open (1 at a trial's first tick, where the action also picks the candidate to head for): exit intent]
            (in hidden-goal mode goal_x, goal_y are 0: only the candidates are shown; with exit intent they show the
            candidate the ego picked at the trial's first tick, 0 at that tick)
 partner  : x, y, cos(rel heading), sin(rel heading), speed, length, width   (within `partner_radius`)
            [+ accel, steer: the partner's last applied command over its bound, "brake lights and turn signal"
-           (partner controls; 0 for a partner replaying its log)]
+           (partner controls; 0 for a partner replaying its log)] [+ the partner's priority token (priority mode)]
 road     : mid_x, mid_y, length, cos(rel dir), sin(rel dir), distance, type id (ROAD_TYPE_ID; 0 = padding)
 Positions and lengths are divided by POS_SCALE, speeds by SPEED_SCALE, sizes by SIZE_SCALE.
 """
@@ -35,6 +36,7 @@ EGO_FEEDBACK_DIM = 2
 EGO_INTENT_DIM = 1
 PARTNER_BASE_DIM = 7
 PARTNER_CONTROLS_DIM = 2
+EGO_PRIORITY_DIM = 1
 
 
 @dataclass(frozen=True)
@@ -88,13 +90,16 @@ class ObsLayout:
 
 
 def make_layout(partner_slots: int, road_slots: int, reward_conditioning: bool, num_goal_candidates: int,
-                exit_feedback: bool = False, exit_intent: bool = False, partner_controls: bool = False) -> ObsLayout:
+                exit_feedback: bool = False, exit_intent: bool = False, partner_controls: bool = False,
+                priority: bool = False) -> ObsLayout:
     ego_dim = (EGO_BASE_DIM + (EGO_RC_DIM if reward_conditioning else 0) + 2 * num_goal_candidates
+               + (EGO_PRIORITY_DIM if priority else 0)
                + (EGO_FEEDBACK_DIM if exit_feedback else 0) + (EGO_INTENT_DIM if exit_intent else 0))
     return ObsLayout(ego_dim=ego_dim, partner_slots=partner_slots, road_slots=road_slots,
                      num_goal_candidates=num_goal_candidates, reward_conditioning=reward_conditioning,
                      exit_feedback=exit_feedback, exit_intent=exit_intent,
-                     partner_dim=PARTNER_BASE_DIM + (PARTNER_CONTROLS_DIM if partner_controls else 0))
+                     partner_dim=PARTNER_BASE_DIM + (PARTNER_CONTROLS_DIM if partner_controls else 0)
+                     + (EGO_PRIORITY_DIM if priority else 0))
 
 
 def nearest_partners(x: torch.Tensor, y: torch.Tensor, visible: torch.Tensor, k: int, radius: float,
@@ -125,13 +130,13 @@ def nearest_partners(x: torch.Tensor, y: torch.Tensor, visible: torch.Tensor, k:
 
 
 def partner_features(x, y, cos_h, sin_h, heading, speed, length, width, idx, ok, slots: int,
-                     controls: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-    """The selected partners' features in each ego's frame, (E, A, slots, 7), or (E, A, slots, 9) with
-    `controls` = (accel / max_accel, steer / max_steer), each (E, A), appended; 0 where not ok or padding."""
+                     extra: list[torch.Tensor] | None = None) -> torch.Tensor:
+    """The selected partners' features in each ego's frame, (E, A, slots, 7 + len(extra)): `extra` are per-agent
+    columns (E, A) copied as they are (partner controls, priority); 0 where not ok or padding."""
     E, A, k = idx.shape
     flat = idx.reshape(E, A * k)  # (E, A*k)
-    cols = [x, y, heading, speed, length, width] + (list(controls) if controls is not None else [])
-    table = torch.stack(cols, dim=-1)  # (E, A, 6 or 8)
+    cols = [x, y, heading, speed, length, width] + list(extra or [])
+    table = torch.stack(cols, dim=-1)  # (E, A, 6 + len(extra))
     nc = table.shape[-1]
     p = torch.gather(table, 1, flat.unsqueeze(-1).expand(E, A * k, nc)).reshape(E, A, k, nc)
     c, s = cos_h.unsqueeze(-1), sin_h.unsqueeze(-1)
@@ -140,11 +145,18 @@ def partner_features(x, y, cos_h, sin_h, heading, speed, length, width, idx, ok,
     feat = torch.stack([
         rx * (1 / POS_SCALE), ry * (1 / POS_SCALE), torch.cos(dh), torch.sin(dh),
         p[..., 3] * (1 / SPEED_SCALE), p[..., 4] * (1 / SIZE_SCALE), p[..., 5] * (1 / SIZE_SCALE),
-    ] + [p[..., q] for q in range(6, nc)], dim=-1)  # (E, A, k, 7 or 9)
+    ] + [p[..., q] for q in range(6, nc)], dim=-1)  # (E, A, k, 7 + len(extra))
     feat = torch.where(ok.unsqueeze(-1), feat, feat.new_zeros(()))
     if k < slots:
         feat = torch.nn.functional.pad(feat, (0, 0, 0, slots - k))
-    return feat  # (E, A, slots, 7 or 9)
+    return feat  # (E, A, slots, 7 + len(extra))
+
+
+def partner_extra(accel, steer, max_accel: float, max_steer: float, controls: bool,
+                  priority: torch.Tensor | None) -> list[torch.Tensor]:
+    """The per-agent columns each partner row carries after its 7 base features, each (E, A)."""
+    out = [accel / max_accel, steer / max_steer] if controls else []
+    return out + ([priority] if priority is not None else [])
 
 
 def road_features(seg_table: torch.Tensor, cand: torch.Tensor, xs: torch.Tensor, ys: torch.Tensor,
@@ -179,9 +191,9 @@ def road_features(seg_table: torch.Tensor, cand: torch.Tensor, xs: torch.Tensor,
 def ego_features(goal_x, goal_y, x, y, cos_h, sin_h, speed, length, width, collided, offroad, accel, steer,
                  max_accel: float, max_steer: float, rc_weights: torch.Tensor | None,
                  candidates: torch.Tensor | None, hide_goal: bool, feedback: torch.Tensor | None = None,
-                 intent_open: torch.Tensor | None = None) -> torch.Tensor:
+                 intent_open: torch.Tensor | None = None, priority: torch.Tensor | None = None) -> torch.Tensor:
     """(E, A, ego_dim). candidates (E, A, M, 2) world positions or None; feedback (E, A, 2) or None;
-    intent_open (E, A) float or None."""
+    intent_open (E, A) float or None; priority (E, A) or None."""
     gx, gy = to_ego(goal_x - x, goal_y - y, cos_h, sin_h)
     if hide_goal:
         gx, gy = torch.zeros_like(gx), torch.zeros_like(gy)
@@ -195,6 +207,8 @@ def ego_features(goal_x, goal_y, x, y, cos_h, sin_h, speed, length, width, colli
         c, s = cos_h.unsqueeze(-1), sin_h.unsqueeze(-1)
         cx, cy = to_ego(candidates[..., 0] - x.unsqueeze(-1), candidates[..., 1] - y.unsqueeze(-1), c, s)
         parts.append(torch.stack([cx, cy], -1).flatten(-2) / POS_SCALE)  # (E, A, 2M)
+    if priority is not None:
+        parts.append(priority.unsqueeze(-1))  # (E, A, 1)
     if feedback is not None:
         parts.append(feedback)  # (E, A, 2) last reward, exit flag
     if intent_open is not None:
@@ -209,7 +223,7 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
             candidates: torch.Tensor | None, *, partner_slots: int, partner_radius: float, road_slots: int,
             road_radius: float, max_accel: float, max_steer: float, hide_goal: bool,
             feedback: torch.Tensor | None = None, intent_open: torch.Tensor | None = None,
-            partner_controls: bool = False) -> torch.Tensor:
+            partner_controls: bool = False, priority: torch.Tensor | None = None) -> torch.Tensor:
     """The full flat observation of every agent slot, (E, A, obs_dim) float32.
 
     One pure function of the state tensors (every argument (E, A) unless noted; scene (E,), rc_weights
@@ -218,11 +232,11 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
     E, A = x.shape
     c, s = torch.cos(heading), torch.sin(heading)
     idx, ok = nearest_partners(x, y, visible, partner_slots, partner_radius, nearest_first=False)
-    controls = (accel / max_accel, steer / max_steer) if partner_controls else None
-    par = partner_features(x, y, c, s, heading, speed, length, width, idx, ok, partner_slots, controls)
+    par = partner_features(x, y, c, s, heading, speed, length, width, idx, ok, partner_slots,
+                           partner_extra(accel, steer, max_accel, max_steer, partner_controls, priority))
     road_cand = grid.road_candidates(scene, x, y)
     inv = 1.0 / grid.pos_scale
     road = road_features(grid.seg_table, road_cand, x * inv, y * inv, c, s, road_radius * inv, road_slots)
     ego = ego_features(goal_x, goal_y, x, y, c, s, speed, length, width, collided, offroad, accel, steer,
-                       max_accel, max_steer, rc_weights, candidates, hide_goal, feedback, intent_open)
+                       max_accel, max_steer, rc_weights, candidates, hide_goal, feedback, intent_open, priority)
     return torch.cat([ego, par.reshape(E, A, -1), road.reshape(E, A, -1)], dim=-1)  # (E, A, obs_dim)

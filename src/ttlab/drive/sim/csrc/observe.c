@@ -8,8 +8,8 @@
  * Shapes: x .. width, visible (E*A); scene (E); seg_table (rows, 8); cell_cand (P, G, Kc) int16 or
  * int32; origin (P, 2); gx, gy (P); out (E*A, obs_dim) float32, written in
  * [partner_offset, partner_offset + partner_slots*pdim) and [road_offset, road_offset + road_slots*7).
- * pdim is 7, or 9 with partner controls: ctl_a, ctl_s (E*A) are then each partner's last accel and steer
- * already divided by their bounds (NULL when pdim is 7).
+ * pdim is 7 + n_extra: extra (n_extra, E*A) holds per-agent columns copied into each partner row after its
+ * 7 base features (partner controls, priority; NULL when n_extra is 0).
  */
 #include <math.h>
 #include <stdint.h>
@@ -25,8 +25,8 @@ static const float SIZE_INV = 1.0f / 5.0f;   /* observe.SIZE_SCALE */
 
 /* One partner j's features in ego i's frame (cos c, sin s of the ego's heading) into o[0 .. pdim). */
 static inline void partner_feat(int64_t i, int64_t j, const float* x, const float* y, const float* h,
-                                const float* v, const float* len, const float* wid, const float* ctl_a,
-                                const float* ctl_s, float c, float s, float* o) {
+                                const float* v, const float* len, const float* wid, const float* extra,
+                                int64_t n_extra, int64_t stride, float c, float s, float* o) {
     float dx = x[j] - x[i], dy = y[j] - y[i];
     float dh = h[j] - h[i];
     o[0] = (dx * c + dy * s) * POS_INV;
@@ -36,15 +36,12 @@ static inline void partner_feat(int64_t i, int64_t j, const float* x, const floa
     o[4] = v[j] * SPEED_INV;
     o[5] = len[j] * SIZE_INV;
     o[6] = wid[j] * SIZE_INV;
-    if (ctl_a) {
-        o[7] = ctl_a[j];
-        o[8] = ctl_s[j];
-    }
+    for (int64_t q = 0; q < n_extra; q++) o[7 + q] = extra[q * stride + j];
 }
 
 static void partner_row(int64_t A, int64_t i, const float* x, const float* y, const float* h, const float* v,
-                        const float* len, const float* wid, const float* ctl_a, const float* ctl_s,
-                        const uint8_t* vis, float c, float s, int64_t slots, int64_t pdim, float r2, float* out) {
+                        const float* len, const float* wid, const float* extra, int64_t n_extra,
+                        int64_t stride, const uint8_t* vis, float c, float s, int64_t slots, int64_t pdim, float r2, float* out) {
     memset(out, 0, sizeof(float) * slots * pdim);
     int64_t k = A - 1 < slots ? A - 1 : slots;
     if (k <= 0) return;
@@ -54,7 +51,7 @@ static void partner_row(int64_t A, int64_t i, const float* x, const float* y, co
             if (j == i || !vis[j]) continue;
             float dx = x[j] - x[i], dy = y[j] - y[i];
             if (dx * dx + dy * dy > r2) continue;
-            partner_feat(i, j, x, y, h, v, len, wid, ctl_a, ctl_s, c, s, out + (j < i ? j : j - 1) * pdim);
+            partner_feat(i, j, x, y, h, v, len, wid, extra, n_extra, stride, c, s, out + (j < i ? j : j - 1) * pdim);
         }
         return;
     }
@@ -79,7 +76,7 @@ static void partner_row(int64_t A, int64_t i, const float* x, const float* y, co
         best_j[p] = j;
     }
     for (int64_t q = 0; q < n; q++)
-        partner_feat(i, best_j[q], x, y, h, v, len, wid, ctl_a, ctl_s, c, s, out + q * pdim);
+        partner_feat(i, best_j[q], x, y, h, v, len, wid, extra, n_extra, stride, c, s, out + q * pdim);
 }
 
 static void road_row(const float* seg_table, const int64_t* rows, int64_t kc, float xs, float ys, float c,
@@ -113,21 +110,21 @@ static void road_row(const float* seg_table, const int64_t* rows, int64_t kc, fl
 
 void ttlab_observe_partner_road(
     int64_t E, int64_t A, const float* x, const float* y, const float* heading, const float* speed,
-    const float* length, const float* width, const float* ctl_a, const float* ctl_s, int64_t pdim,
+    const float* length, const float* width, const float* extra, int64_t n_extra,
     const uint8_t* visible, const int64_t* scene,
     const float* seg_table, const void* cell_cand, int32_t cand_int32, int64_t G, int64_t Kc,
     const float* origin, const int64_t* gx, const int64_t* gy, float cell, int64_t seg_rows_per_scene,
     float inv_scale, int64_t partner_slots, float partner_radius, int64_t road_slots, float road_radius_scaled,
     float* out, int64_t obs_dim, int64_t partner_offset, int64_t road_offset, int32_t nthreads) {
     float r2 = partner_radius * partner_radius;
-    int64_t n = E * A;
+    int64_t n = E * A, pdim = 7 + n_extra;
 #pragma omp parallel for num_threads(nthreads) schedule(static)
     for (int64_t ia = 0; ia < n; ia++) {
         int64_t e = ia / A, i = ia % A, base = e * A;
         float c = cosf(heading[ia]), s = sinf(heading[ia]);
         float* row = out + ia * obs_dim;
         partner_row(A, i, x + base, y + base, heading + base, speed + base, length + base, width + base,
-                    ctl_a ? ctl_a + base : NULL, ctl_s ? ctl_s + base : NULL, visible + base, c, s,
+                    extra ? extra + base : NULL, n_extra, n, visible + base, c, s,
                     partner_slots, pdim, r2, row + partner_offset);
         /* grid cell of the agent (as RoadGrid.lookup) */
         int64_t p = scene[e];
