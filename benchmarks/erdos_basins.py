@@ -11,6 +11,9 @@ script studies the optimiser, it claims no bound; `discover search` / `polish` a
       symmetric at coarse scale; this says whether the fine structure is.
   --coarsen FILE: the construction block-averaged by each of `--factors` and taken to the coarse local
       optimum: the coarsest resolution at which its basin is already there (and better than another's).
+  --ladder SECONDS: the library program's random-start hop mode (`erdos_lse.ladder`: random starts at n0,
+      Metropolis hops there, doublings with hops, refinement), in-process with `--settings`; prints each level,
+      checks the result in exact arithmetic and writes it to `--save` (a lead for the search, not a bound).
   --reference NAME: a published construction (`--ref` file) and the local optimum of its basin at its own n
       and at 2n (the value a random start must land near to be in that basin).
 
@@ -20,6 +23,7 @@ script studies the optimiser, it claims no bound; `discover search` / `polish` a
     python benchmarks/erdos_basins.py --symmetry benchmarks/results/erdos_polish_lse3.json
     python benchmarks/erdos_basins.py --reference haugland
     python benchmarks/erdos_basins.py --coarsen ref:ttt --factors 12,6,4 --round-s 30
+    python benchmarks/erdos_basins.py --ladder 1800 --seed 0 --settings '{"n0": 51, "hop_T": 5e-6, "hop_sym": 0.15}'
 
 Prints one JSON line last.
 """
@@ -95,6 +99,31 @@ def coarsen(h: np.ndarray, factors: list[int], seconds: float) -> list[dict]:
     return rows
 
 
+def ladder(seconds: float, settings: str, seed: int, save: str) -> dict:
+    before = dict(lse.SETTINGS)
+    lse.SETTINGS.update({"n0": 51, "hop_frac": 0.25, "hop_T": 5e-6, "hop_sym": 0.15, "hop_window": 0.3,
+                         "levels": 2, "max_n": 1632} | (json.loads(settings) if settings else {}))
+    used = dict(lse.SETTINGS)
+    try:
+        t = time.time()
+        h = lse.ladder(seconds, np.random.default_rng(seed))
+        wall = time.time() - t
+    finally:
+        lse.SETTINGS.clear()
+        lse.SETTINGS.update(before)
+    from ttlab.discover.tasks.erdos import exact_c5
+
+    h = lse.exactly_feasible(h)
+    c5, feasible = exact_c5(h)[:2]
+    if save:
+        Path(save).parent.mkdir(parents=True, exist_ok=True)
+        Path(save).write_text(json.dumps({"h": h.tolist(), "c5": float(c5), "seed": seed}) + "\n")
+    keys = ("n0", "hop_frac", "hop_T", "hop_sym", "hop_window", "hop_sigma", "levels", "max_n", "tau_random")
+    return {"seconds": seconds, "seed": seed, "settings": {k: used[k] for k in keys}, "n": h.size,
+            "c5_exact": float(c5), "feasible": bool(feasible), "below_record": bool(feasible and c5 < RECORD),
+            "wall_s": round(wall, 1), "file": save}
+
+
 def symmetry(h: np.ndarray) -> dict:
     h = lse.normalise(h)
     m = lse.normalise((h + h[::-1]) / 2)
@@ -137,9 +166,13 @@ def main() -> None:
     ap.add_argument("--factors", default="12,6,4", help="comma-separated block sizes for --coarsen")
     ap.add_argument("--reference", metavar="NAME")
     ap.add_argument("--ref", default=str(REF), help="the published constructions (erdos_reference.json)")
+    ap.add_argument("--ladder", type=float, metavar="SECONDS", default=0.0)
+    ap.add_argument("--settings", default="", help="JSON overrides of erdos_lse.SETTINGS for --ladder")
+    ap.add_argument("--save", default="", help="--ladder: write the construction here")
     args = ap.parse_args()
-    if not (args.multistart or args.refine or args.symmetry or args.reference or args.coarsen):
-        ap.error("give at least one of --multistart, --refine FILE, --symmetry FILE, --reference NAME, --coarsen FILE")
+    if not (args.multistart or args.refine or args.symmetry or args.reference or args.coarsen or args.ladder):
+        ap.error("give at least one of --multistart, --refine FILE, --symmetry FILE, --reference NAME, --coarsen FILE, "
+                 "--ladder SECONDS")
     out: dict = {"benchmark": "erdos_basins", "record": RECORD, "load_start": [round(x, 2) for x in os.getloadavg()]}
     if args.symmetry:
         out["symmetry"] = symmetry(load(args.symmetry, args.ref)) | {"file": args.symmetry}
@@ -151,6 +184,8 @@ def main() -> None:
         out["coarsen"] = {"file": args.coarsen, "seconds": args.round_s,
                           "rows": coarsen(load(args.coarsen, args.ref), [int(f) for f in args.factors.split(",")],
                                           args.round_s)}
+    if args.ladder:
+        out["ladder"] = ladder(args.ladder, args.settings, args.seed, args.save)
     if args.multistart:
         out["multistart"] = multistart(args.n, args.seconds, args.tau, args.seed)
     out["load_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -78,3 +78,13 @@ def test_coarsen_block_averages_and_reports_a_local_optimum_no_worse_than_the_co
     assert all(r["c5_local_optimum"] <= r["c5_block_mean"] + 1e-12 for r in rows)
     with pytest.raises(SystemExit, match="does not divide"):
         m.coarsen(h, [5], seconds=0.5)
+
+
+def test_ladder_writes_an_exactly_checked_construction_and_restores_the_settings(tmp_path):
+    m = _module()
+    before = dict(m.lse.SETTINGS)
+    out = m.ladder(4.0, '{"n0": 24, "levels": 1, "max_n": 96}', 0, str(tmp_path / "lad.json"))
+    assert m.lse.SETTINGS == before
+    saved = json.loads((tmp_path / "lad.json").read_text())
+    assert out["feasible"] and out["n"] == len(saved["h"]) and saved["c5"] == out["c5_exact"] < 0.3835
+    assert out["settings"]["n0"] == 24 and not out["below_record"]

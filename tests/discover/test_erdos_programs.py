@@ -142,3 +142,28 @@ def test_independent_checker_agrees_with_the_verifier_exactly(tmp_path):
         assert c1 == c2 and ok1 == ok2
     c, ok, msg = chk.exact_c5([0.2, 1.0, 0.1])  # rescaled to sum 1.5, the 1.0 becomes 1.15: not valid
     assert not ok and "exceeds 1" in msg
+
+
+def test_lse_metropolis_hops_keep_the_best_they_saw():
+    # at a huge temperature every hop is taken, uphill or not; the returned profile is still the best seen
+    rng = np.random.default_rng(3)
+    h = erdos_lse.random_start(30, rng)
+    start = erdos_lse.converge(erdos_lse.normalise(h), erdos_lse.HOP_TAUS, "penalty", 1e-11, float("inf"))[1]
+    best, c, hops = erdos_lse.hop(h, float("inf"), rng, max_hops=15, temperature=1.0, sym=0.5)
+    assert hops == 15 and c <= start and abs(erdos_lse.corr(best).max() - c) < 1e-15
+
+
+def test_lse_ladder_mode_returns_a_feasible_doubled_construction():
+    from ttlab.discover.tasks import get_task
+    from ttlab.discover.tasks.erdos import exact_c5
+
+    before = dict(erdos_lse.SETTINGS)
+    try:
+        erdos_lse.SETTINGS.update(start="random", n0=24, hop_frac=0.3, hop_T=5e-6, hop_sym=0.15, levels=1, max_n=96)
+        out = erdos_lse.solve(None, 4.0, 0)
+    finally:
+        erdos_lse.SETTINGS.clear()
+        erdos_lse.SETTINGS.update(before)
+    res = get_task("erdos").verify(out)
+    assert out.size in (48, 96) and res.valid and res.score < 0.3835
+    assert exact_c5(out)[1]

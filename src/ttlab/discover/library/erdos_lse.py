@@ -29,7 +29,7 @@ from scipy.signal import fftconvolve
 
 FFT_N = 1000  # from here on the gradient's correlations go through the FFT (O(n log n); error ~1e-15)
 
-SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.01, "objective": "penalty", "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30, "coarsen": 1, "hop_frac": 0.0, "hop_sigma": 0.3, "hop_window": 0.15, "hop_ftol": 1e-11}
+SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.01, "objective": "penalty", "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30, "coarsen": 1, "hop_frac": 0.0, "hop_sigma": 0.3, "hop_window": 0.15, "hop_ftol": 1e-11, "hop_T": 0.0, "hop_sym": 0.0, "levels": 2}
 
 
 def corr(h):
@@ -171,19 +171,28 @@ def converge(h, taus, objective, ftol, deadline):
     return h, corr(h).max()
 
 
-def hop(h, deadline, rng, max_hops=None):
-    """Monotone basin hopping from h until the deadline (or `max_hops`); returns (best h, its C5, hops tried)."""
+def hop(h, deadline, rng, max_hops=None, temperature=0.0, sym=0.0):
+    """Basin hopping from h until the deadline (or `max_hops`); returns (best h, its C5, hops tried).
+
+    Each hop perturbs a random window of the current profile (Gaussian, `hop_sigma`), with probability `sym`
+    also replaces it by its mirror average (h + h reversed) / 2 (the published constructions are nearly
+    symmetric at coarse scale), and takes it to its local optimum. temperature 0: monotone (the current profile
+    is the best); > 0: Metropolis, an uphill hop of d is taken with probability exp(-d / temperature)."""
     s = SETTINGS
     n = h.size
-    best = converge(normalise(h), HOP_TAUS, "penalty", float(s["hop_ftol"]), deadline)
+    best = cur = converge(normalise(h), HOP_TAUS, "penalty", float(s["hop_ftol"]), deadline)
     hops = 0
     while time.time() < deadline and (max_hops is None or hops < max_hops):
-        x = best[0].copy()
+        x = cur[0].copy()
         w = max(2, int(float(s["hop_window"]) * n * rng.uniform(0.3, 1.0)))
         a = int(rng.integers(0, n - w + 1))
         x[a:a + w] = np.clip(x[a:a + w] + float(s["hop_sigma"]) * rng.standard_normal(w), 0.0, 1.0)
+        if sym > 0 and rng.uniform() < sym:
+            x = (x + x[::-1]) / 2
         cand = converge(x, HOP_TAUS, "penalty", float(s["hop_ftol"]), deadline)
         hops += 1
+        if cand[1] < cur[1] or (temperature > 0 and rng.uniform() < np.exp(-(cand[1] - cur[1]) / temperature)):
+            cur = cand
         if cand[1] < best[1]:
             best = cand
     return best[0], best[1], hops
@@ -210,12 +219,43 @@ def coarse_hop_refine(parent, budget_s, rng):
     return h
 
 
+def ladder(budget_s, rng):
+    """Random-start hop mode: the best of a few random starts at n0 (continuation from `tau_random`),
+    Metropolis hopping there (`hop_T`, `hop_sym`) for `hop_frac` of the budget, then `levels` doublings, each
+    followed by monotone hopping, and the rest of the time doublings without hops up to `max_n`."""
+    s = SETTINGS
+    t0 = time.time()
+    end = t0 + 0.9 * budget_s
+    best = None
+    while best is None or time.time() < t0 + 0.05 * budget_s:
+        h, c = continuation(random_start(int(s["n0"]), rng), float(s["tau_random"]), min(end, time.time() + 20.0))
+        if best is None or c < best[1]:
+            best = (h, c)
+    h, c, hops = hop(best[0], t0 + float(s["hop_frac"]) * budget_s, rng, temperature=float(s["hop_T"]),
+                     sym=float(s["hop_sym"]))
+    print(f"lse ladder: n={h.size} C5={c:.12f} after {hops} hops (T={s['hop_T']})")
+    levels = int(s["levels"])
+    for k in range(levels):  # each level's hops get an equal share of half the time left
+        if h.size * 2 > int(s["max_n"]):
+            break
+        share = 0.5 * (end - time.time()) / (levels - k)
+        h, c, hops = hop(np.repeat(h, 2), time.time() + share, rng)
+        print(f"lse ladder: n={h.size} C5={c:.12f} after {hops} hops")
+    while h.size * 2 <= int(s["max_n"]) and time.time() < end:
+        left = int(np.floor(np.log2(int(s["max_n"]) / h.size)))
+        h, c = converge(np.repeat(h, 2), FINE_TAUS, "scaled", 1e-15, time.time() + (end - time.time()) / left)
+        print(f"lse ladder: refined to n={h.size} C5={c:.12f}")
+    return h
+
+
 def solve(parent, budget_s, seed):
     s = SETTINGS
     rng = np.random.default_rng(seed)
     t0 = time.time()
     deadline = t0 + 0.9 * budget_s
-    if s["start"] == "random":  # multistart from rough random profiles (tau from tau_random), keep the best
+    if s["start"] == "random" and float(s["hop_frac"]) > 0:
+        h = ladder(budget_s, rng)
+    elif s["start"] == "random":  # multistart from rough random profiles (tau from tau_random), keep the best
         best = None
         while best is None or time.time() < deadline - 0.2 * budget_s:
             h, c = continuation(random_start(int(s["n0"]), rng), float(s["tau_random"]),
