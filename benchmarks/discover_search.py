@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -83,6 +85,12 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--root", default="runs")
+    ap.add_argument("--program-weights", default="", help="as `ttlab discover search` (empty: the task's default)")
+    ap.add_argument("--program-settings", default="", help="JSON pinning program settings, as `ttlab discover search`")
+    ap.add_argument("--program-budget-s", type=float, default=SearchConfig.program_budget_s)
+    ap.add_argument("--init-states", type=int, default=SearchConfig.init_states)
+    ap.add_argument("--states-per-step", type=int, default=SearchConfig.states_per_step)
+    ap.add_argument("--samples-per-state", type=int, default=SearchConfig.samples_per_state)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "discover_search.json"))
     ap.add_argument("--png", default=str(ROOT / "benchmarks" / "results" / "discover_search.png"))
     a = ap.parse_args()
@@ -95,7 +103,10 @@ def main() -> None:
     for seed in seeds:
         curve: list[dict] = []
         cfg = SearchConfig(task="erdos", proposer="library", budget=a.budget, workers=a.workers, seed=seed,
-                           root=a.root, run_name=f"bench_search_{int(t0)}_seed{seed}")
+                           root=a.root, run_name=f"bench_search_{int(t0)}_seed{seed}",
+                           program_weights=a.program_weights, program_settings=a.program_settings,
+                           program_budget_s=a.program_budget_s, init_states=a.init_states,
+                           states_per_step=a.states_per_step, samples_per_state=a.samples_per_state)
         rec = run_search(cfg, log=lambda s: print(s, flush=True), on_step=curve.append)
         ev = rec.get("evals", 0)
         row = {"seed": seed, "best_score": rec["score"], "evals": ev, "elapsed_s": round(rec["elapsed_s"], 1),
@@ -111,7 +122,10 @@ def main() -> None:
     res = {"benchmark": "discover_search", "commit": rev, "wall_s": round(time.time() - t0, 1),
            "machine": {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                        "load_end": [round(x, 2) for x in os.getloadavg()]},
-           "config": {"budget": a.budget, "workers": a.workers, "seeds": seeds, "proposer": "library"},
+           "config": {"budget": a.budget, "workers": a.workers, "seeds": seeds, "proposer": "library",
+                      "program_weights": a.program_weights, "program_settings": a.program_settings,
+                      "program_budget_s": a.program_budget_s, "init_states": a.init_states,
+                      "states_per_step": a.states_per_step, "samples_per_state": a.samples_per_state},
            "summary": {"best": min(scores), "median": statistics.median(scores), "worst": max(scores),
                        "beat_alphaevolve": sum(s <= ALPHAEVOLVE for s in scores),
                        "beat_record": sum(s <= RECORD for s in scores), "runs": len(scores),
@@ -119,8 +133,7 @@ def main() -> None:
                        "best_exact_c5": float(c), "best_exact_feasible": feasible, "best_seed": best_overall[2],
                        "best_n": int(best_overall[1].size)},
            "bounds": {"haugland": HAUGLAND, "alphaevolve": ALPHAEVOLVE, "record": RECORD},
-           "seeds": out, "command": f"python benchmarks/discover_search.py --budget {a.budget} --seeds {a.seeds} "
-                                    f"--workers {a.workers}"}
+           "seeds": out, "command": "python benchmarks/discover_search.py " + shlex.join(sys.argv[1:])}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res) + "\n")
     plot(res, Path(a.png))

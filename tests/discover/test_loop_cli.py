@@ -51,6 +51,23 @@ def test_program_weights_are_parsed_and_bad_ones_refused():
             parse_program_weights(bad, "erdos")
 
 
+def test_program_settings_pin_the_proposers_settings_and_bad_ones_are_refused():
+    from ttlab.discover.loop import SearchConfig, make_proposer, parse_program_settings
+    from ttlab.discover.puct import Node
+
+    pins = '{"lse": {"start": "random", "hop_frac": 0.25}}'
+    assert parse_program_settings(pins, "erdos") == {"lse": {"start": "random", "hop_frac": 0.25}}
+    prop = make_proposer(SearchConfig(task="erdos", program_weights="lse=1,adam=0,local=0,minimax=0,slp=0",
+                                      program_settings=pins))
+    for p in prop.propose([Node(id="0", construction=[0.5] * 4, reward=-0.4, score=0.4)], 6):
+        assert p.meta["program"] == "lse" and p.meta["settings"]["start"] == "random"
+        assert p.meta["settings"]["hop_frac"] == 0.25 and "hop_frac': 0.25" in p.code
+    for bad, msg in [("{", "not JSON"), ('{"foo": {}}', "not a library program"), ('{"lse": {"nope": 1}}', "no setting"),
+                     ('{"lse": 3}', "object of objects")]:
+        with pytest.raises(ValueError, match=msg):
+            parse_program_settings(bad, "erdos")
+
+
 def test_demo_rerun_starts_its_runs_afresh(tmp_path):
     # the demo's search and TTT runs have fixed names: a second `make demo` failed with "run directory exists"
     from ttlab.common.runs import make_run_dir

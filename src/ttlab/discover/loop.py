@@ -65,6 +65,9 @@ class SearchConfig:
     program_weights: str = ""
     """Library proposer: relative weights per program, e.g. `lse=3,minimax=1` (others 1; empty: the task's
     default, Erdős `lse=3`)."""
+    program_settings: str = ""
+    """Library proposer: JSON pinning settings per program over the mutated ones, e.g.
+    `{"lse": {"start": "random", "hop_frac": 0.25}}` (keys must be the program's SETTINGS keys)."""
     seed: int = 0
     """Seed of the initial states and of the proposer."""
     run_name: str | None = None
@@ -141,10 +144,35 @@ def parse_program_weights(spec: str, task: str) -> dict[str, float]:
     return out
 
 
+def parse_program_settings(spec: str, task: str) -> dict[str, dict]:
+    """`{"program": {"key": value}}` -> the same dict, checked against the task's library programs."""
+    from ttlab.discover.proposers import library_programs, read_settings
+
+    if not spec:
+        return {}
+    try:
+        out = json.loads(spec)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--program-settings is not JSON: {e}") from None
+    programs = library_programs(task)
+    if not isinstance(out, dict) or not all(isinstance(v, dict) for v in out.values()):
+        raise ValueError(f"--program-settings must be a JSON object of objects, e.g. "
+                         f"'{{\"lse\": {{\"hop_frac\": 0.25}}}}'; got {spec!r}")
+    for name, pins in out.items():
+        if name not in programs:
+            raise ValueError(f"--program-settings: {name!r} is not a library program of {task} "
+                             f"({', '.join(sorted(programs))})")
+        unknown = sorted(set(pins) - set(read_settings(programs[name])))
+        if unknown:
+            raise ValueError(f"--program-settings: {name} has no setting(s) {', '.join(unknown)}")
+    return out
+
+
 def make_proposer(cfg: SearchConfig) -> Proposer:
     if cfg.proposer == "library":
         spec = cfg.program_weights or DEFAULT_PROGRAM_WEIGHTS.get(cfg.task, "")
-        return LibraryProposer(cfg.task, seed=cfg.seed, weights=parse_program_weights(spec, cfg.task))
+        return LibraryProposer(cfg.task, seed=cfg.seed, weights=parse_program_weights(spec, cfg.task),
+                               pinned=parse_program_settings(cfg.program_settings, cfg.task))
     if cfg.proposer == "http":
         return HTTPProposer(cfg.http, task=get_task(cfg.task), seed=cfg.seed)
     raise ValueError(f"--proposer {cfg.proposer!r}: this command knows `library` and `http`; the trained LLM "

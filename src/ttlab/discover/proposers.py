@@ -94,9 +94,12 @@ def render(src: str, settings: dict[str, Any]) -> str:
 
 
 class LibraryProposer(Proposer):
-    """Picks a library program per proposal (uniformly, or by `weights`) and mutates its settings."""
+    """Picks a library program per proposal (uniformly, or by `weights`) and mutates its settings; `pinned`
+    settings ({program: {key: value}}) override the mutated ones."""
 
-    def __init__(self, task: str, seed: int = 0, weights: dict[str, float] | None = None) -> None:
+    def __init__(self, task: str, seed: int = 0, weights: dict[str, float] | None = None,
+                 pinned: dict[str, dict] | None = None) -> None:
+        self.pinned = pinned or {}
         self.programs = library_programs(task)
         self.names = list(self.programs)
         w = np.array([(weights or {}).get(n, 1.0) for n in self.names], dtype=np.float64)
@@ -109,6 +112,6 @@ class LibraryProposer(Proposer):
             for _ in range(n):
                 name = self.names[int(self.rng.choice(len(self.names), p=self.p))]
                 src = self.programs[name]
-                settings = mutate(read_settings(src), self.rng)
+                settings = mutate(read_settings(src), self.rng) | self.pinned.get(name, {})
                 out.append(Proposal(s.id, render(src, settings), {"program": name, "settings": settings}))
         return out
