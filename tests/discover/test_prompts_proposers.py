@@ -91,12 +91,12 @@ def test_circle_slsqp_repairs_radii_exactly_and_packs_far_above_the_lp_program()
 
 def test_ac2_smoothed_ratio_gradient_and_ascent():
     """`library/ac2_lse.py`: the gradient of -log(L2 / (L1 M)) matches finite differences; from a random start
-    it reaches within a second what the local-search program did not reach in a 4-minute search (0.786)."""
+    it reaches within seconds what the local-search program did not reach in a 4-minute search (0.786)."""
     progs = library_programs("ac2")
     assert {"lse", "local"} <= set(progs)
     g: dict = {}
     exec(compile(progs["lse"], "ac2_lse", "exec"), g)
     _assert_gradient_matches_finite_differences(g["objective"])
     g["SETTINGS"].update(start="random", n0=200)
-    res = get_task("ac2").verify(g["solve"](np.ones(10), 3.0, 0))
+    res = get_task("ac2").verify(g["solve"](np.ones(10), 6.0, 0))  # 6 s: the margin holds under load too
     assert res.valid and res.score > 0.86, res.score
