@@ -14,6 +14,8 @@ at that resolution for `hop_frac` of the budget (a random window of the best pro
 noise, taken to its local optimum by a solve that stops on convergence, kept if it is lower), then doubled back
 up to the parent's resolution, each level re-converged through the verifier's rescale. The coarse level is where
 basins differ (the record's is visible from ~100 pieces); the fine levels only deepen the one found.
+Random-start hop mode (`hop_frac` > 0, `start: random`): `ladder`, the same idea from nothing: Metropolis hops
+at `n0` (~51 pieces, where one hop costs ~0.1 s), then doublings with monotone hops (see `ladder`).
 
 Gradient of L = sum_m w_m c_m(g) (w = softmax(c / tau)), with k = m - (n - 1):
     dL/dg_j = (2/n) (sum_k w_k (1 - g)_{j-k} - sum_k w_k g_{j+k})
