@@ -80,3 +80,26 @@ def test_circle_packing_exact_checks():
     tangent[1, 2] = np.nextafter(0.25, 1.0)  # one ulp larger: overlaps and leaves the square, exactly
     assert exact_violation(tangent) != ""
     assert not t.verify(np.zeros((25, 3))).valid and get_task("circle32").best_known == 2.937
+
+
+def test_erdos_keeps_the_programs_h_so_exact_feasibility_survives():
+    """The construction the verifier keeps (the tree stores it, the exact check reads it) is the program's h,
+    not its float rescale: re-rescaling rounded floats pushes a piece at 1 over 1 by an ulp in ~10% of these
+    exactly feasible profiles (the ladder search's seed 1 failed its exact check that way)."""
+    from ttlab.discover.tasks.erdos import rescale
+
+    t = get_task("erdos")
+    rng = np.random.default_rng(1)
+    broken_by_rescale = 0
+    for _ in range(60):
+        n = int(rng.integers(20, 200))
+        h = np.clip(rng.uniform(-0.5, 1.5, n), 0.0, 1.0)
+        h[h < 1.0] *= (n / 2 - (h == 1.0).sum()) / h[h < 1.0].sum()  # sum n/2 with the ones left at 1
+        if h.max() > 1.0 or not exact_c5(h)[1]:
+            continue
+        r = t.verify(h)
+        assert r.valid
+        np.testing.assert_array_equal(r.construction, h)
+        assert exact_c5(r.construction)[1]
+        broken_by_rescale += not exact_c5(rescale(h))[1]
+    assert broken_by_rescale > 0  # the case this guards against occurs in the sample
