@@ -63,3 +63,32 @@ def test_lr_end_anneals_the_optimizer_learning_rate_linearly(tmp_path):
     const = []
     train(cfg2, on_log=lambda update, m: const.append(m["charts/learning_rate"]))
     assert const == [cfg2.ppo.lr] * 3
+
+
+def test_collision_penalty_schedule_holds_then_ramps_and_reaches_the_env_rewards(tmp_path):
+    from ttlab.drive.train import collision_penalty
+    cfg = debug()
+    cfg.env.reward_collision, cfg.reward_collision_end, cfg.reward_schedule_start = -0.5, -2.0, 0.5
+    assert [collision_penalty(cfg, f) for f in (0.0, 0.5, 0.75, 1.0)] == pytest.approx([-0.5, -0.5, -1.25, -2.0])
+    cfg.root, cfg.run_name, cfg.log_every = str(tmp_path), "pen", 1
+    cfg.total_agent_steps = 5 * 2 * 4 * 16  # 5 updates: progress 0, .25, .5, .75, 1
+    seen = []
+    train(cfg, on_log=lambda update, m: seen.append(m["charts/reward_collision"]))
+    assert seen == pytest.approx([-0.5, -0.5, -0.5, -1.25, -2.0])  # the penalty each update's rollout ended on
+    with pytest.raises(ValueError, match="reward_schedule_start"):
+        train(dataclasses.replace(cfg, reward_schedule_start=1.0))
+
+
+def test_set_reward_weights_changes_the_reward_of_a_collision():
+    import torch
+    from ttlab.drive.sim.reward import step_reward
+    from ttlab.drive.train import make_env
+    cfg = debug()
+    env = make_env(cfg.env, cfg.scenarios, torch.device("cpu"), 0)
+    coll = torch.ones(env.num_envs, env.num_agents, dtype=torch.bool)
+    none = torch.zeros_like(coll)
+    assert torch.all(step_reward(env.weights, none, coll, none) == cfg.env.reward_collision)
+    env.set_reward_weights(cfg.env.reward_goal, -3.0, cfg.env.reward_offroad)
+    assert torch.all(step_reward(env.weights, none, coll, none) == -3.0)
+    env.reset(1)  # a new episode keeps the override
+    assert torch.all(step_reward(env.weights, none, coll, none) == -3.0)

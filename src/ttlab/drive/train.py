@@ -60,6 +60,12 @@ class TrainConfig:
     """Updates between checkpoints."""
     log_every: int = 1
     """Updates between metric logs (the only host syncs of the loop)."""
+    reward_collision_end: float | None = None
+    """Collision penalty schedule: env.reward_collision until `reward_schedule_start` of the run, then linear to
+    this value at its end (None = constant). A small penalty early lets the agent learn to reach goals; a larger
+    one late asks it to give way."""
+    reward_schedule_start: float = 0.0
+    """Share of the run (steps or wall time, as the lr schedule) after which the collision penalty moves."""
     compile: bool = False
     """torch.compile the training forward (CUDA only; ignored on CPU)."""
     bf16: bool = True
@@ -126,6 +132,13 @@ def load_policy(stem: str | Path, env, device: torch.device) -> torch.nn.Module:
     return policy.to(device)
 
 
+def collision_penalty(cfg: TrainConfig, frac: float) -> float:
+    """The collision penalty at training progress `frac` in [0, 1] (see TrainConfig.reward_collision_end)."""
+    start = cfg.reward_schedule_start
+    f = 0.0 if frac <= start else (frac - start) / max(1.0 - start, 1e-9)
+    return annealed(cfg.env.reward_collision, cfg.reward_collision_end, f)
+
+
 def coplayer_assignment(E: int, A: int, n_policies: int, fraction: float, device: torch.device) -> torch.Tensor:
     """(E*A,) long: co-player index per agent slot, -1 = learner. In the first round(fraction*E) envs every
     agent but slot 0 is a co-player (policy e % n_policies); elsewhere all are learners."""
@@ -172,6 +185,10 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
     """Train; returns the last logged metrics (plus `update`, `agent_steps`, `run_dir`).
 
     `on_log(update, metrics)`, when given, is called with every logged metrics dict (benchmarks keep curves)."""
+    if not 0.0 <= cfg.reward_schedule_start < 1.0:
+        raise ValueError(f"reward_schedule_start must be in [0, 1), got {cfg.reward_schedule_start}")
+    if cfg.reward_collision_end is not None and cfg.env.reward_conditioning:
+        raise ValueError("reward_collision_end: env.reward_conditioning draws its own weights per episode")
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
     env = env if env is not None else make_env(cfg.env, cfg.scenarios, device, cfg.seed)
@@ -219,6 +236,8 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
                 policy.train()
                 frac = schedule_progress(update, total, time.perf_counter() - t_start, cfg.time_limit)
                 ppo_cfg.ent_coef = annealed(cfg.ppo.ent_coef, cfg.ppo.ent_coef_end, frac)
+                if cfg.reward_collision_end is not None:
+                    env.set_reward_weights(cfg.env.reward_goal, collision_penalty(cfg, frac), cfg.env.reward_offroad)
                 lr_now = annealed(cfg.ppo.lr, cfg.ppo.lr_end, frac)
                 for group in opt.param_groups:
                     group["lr"] = lr_now
@@ -236,6 +255,7 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
                     metrics["charts/in_play_steps"] = rollout.in_play_steps.clone()
                     metrics["charts/learning_rate"] = lr_now
                     metrics["charts/ent_coef"] = ppo_cfg.ent_coef
+                    metrics["charts/reward_collision"] = float(env.weights[0, 0, 1])
                     metrics.update({f"env/{k}": v for k, v in env.metrics().items()})
                     last = logger.scalars(metrics, agent_steps)
                     t_log, steps_log, in_play_log = time.perf_counter(), agent_steps, rollout.in_play_steps.clone()

@@ -299,6 +299,7 @@ class DriveEnv:
         self.learner: torch.Tensor | None = None  # (E, A) bool: slots the metrics count (None = every ego)
         self.co_ep_metrics: EpisodeMetrics | None = None  # the other egos' (co-players'), when `learner` is set
         self.co_trial_metrics: TrialMetrics | None = None
+        self._reward_w: list[float] | None = None  # set_reward_weights' override of the config's rewards
         self.reset(seed)
 
     def _pick_backend(self) -> str:
@@ -323,6 +324,15 @@ class DriveEnv:
             return "torch"
         return "native"
 
+    def set_reward_weights(self, goal: float, collision: float, offroad: float) -> None:
+        """Replace the goal / collision / offroad rewards from now on (a trainer's schedule); the config is not
+        touched. Refused under reward conditioning, where every episode draws its own weights."""
+        if self.cfg.reward_conditioning:
+            raise ValueError("set_reward_weights: reward_conditioning draws the weights per episode")
+        self._reward_w = [float(goal), float(collision), float(offroad)]
+        w = torch.tensor(self._reward_w, device=self.device)
+        self.weights = w.expand(self.num_envs, self.num_agents, 3)
+
     # ---- per-episode draws: pure functions of (seed, env, episode number) ----
     def _draw(self) -> None:
         ep, ids, s = self.episode, self.env_ids, self.seed
@@ -337,8 +347,8 @@ class DriveEnv:
         if self.cfg.reward_conditioning:
             self.weights = draw_weights(self.cfg.rc_lb, self.cfg.rc_ub, s, ids, ep, self.num_agents, 3)
         else:
-            w = torch.tensor([self.cfg.reward_goal, self.cfg.reward_collision, self.cfg.reward_offroad],
-                             device=self.device)
+            w = torch.tensor(self._reward_w or [self.cfg.reward_goal, self.cfg.reward_collision,
+                                                self.cfg.reward_offroad], device=self.device)
             self.weights = w.expand(self.num_envs, self.num_agents, 3)
 
     def _start_state(self) -> SimState:
