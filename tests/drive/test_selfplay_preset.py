@@ -81,6 +81,7 @@ def test_collision_penalty_schedule_holds_then_ramps_and_reaches_the_env_rewards
 
 def test_set_reward_weights_changes_the_reward_of_a_collision():
     import torch
+
     from ttlab.drive.sim.reward import step_reward
     from ttlab.drive.train import make_env
     cfg = debug()
