@@ -36,6 +36,12 @@ def first_below(curve: list[dict], bound: float) -> float | None:
     return next((round(p["t"], 1) for p in curve if p["best_score"] <= bound), None)
 
 
+def best_by(curve: list[dict], t: float) -> float | None:
+    """The best score reached within t seconds (None before the first step ends)."""
+    seen = [p["best_score"] for p in curve if p["t"] <= t and np.isfinite(p["best_score"])]
+    return min(seen) if seen else None
+
+
 def plot(res: dict, path: Path) -> None:
     """Best C5 against wall time, one line per seed, with the published bounds (PIL: no matplotlib needed)."""
     from PIL import Image, ImageDraw
@@ -93,6 +99,8 @@ def main() -> None:
     ap.add_argument("--samples-per-state", type=int, default=SearchConfig.samples_per_state)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "discover_search.json"))
     ap.add_argument("--png", default=str(ROOT / "benchmarks" / "results" / "discover_search.png"))
+    ap.add_argument("--best-out", default="", help="write the best seed's best construction here (its run's "
+                    "best.json: construction, the program that wrote it, the exact check)")
     a = ap.parse_args()
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
     load0 = os.getloadavg()
@@ -112,10 +120,13 @@ def main() -> None:
         row = {"seed": seed, "best_score": rec["score"], "evals": ev, "elapsed_s": round(rec["elapsed_s"], 1),
                "evals_per_s": round(ev / max(rec["elapsed_s"], 1e-9), 3), "run_dir": rec["run_dir"],
                "t_below_alphaevolve": first_below(curve, ALPHAEVOLVE), "t_below_record": first_below(curve, RECORD),
+               "best_by_600s": best_by(curve, 600.0), "best_by_3600s": best_by(curve, 3600.0),
+               "exact": rec.get("exact"),
                "curve": [{k: (round(v, 12) if isinstance(v, float) else v) for k, v in p.items()} for p in curve]}
         out.append(row)
         if best_overall is None or rec["score"] < best_overall[0]:
             best_overall = (rec["score"], np.asarray(rec["construction"], dtype=np.float64), seed)
+            best_rec = rec
         print(json.dumps({k: v for k, v in row.items() if k != "curve"}), flush=True)
     c, feasible, msg = exact_c5(best_overall[1])
     scores = [r["best_score"] for r in out]
@@ -134,6 +145,9 @@ def main() -> None:
                        "best_n": int(best_overall[1].size)},
            "bounds": {"haugland": HAUGLAND, "alphaevolve": ALPHAEVOLVE, "record": RECORD},
            "seeds": out, "command": "python benchmarks/discover_search.py " + shlex.join(sys.argv[1:])}
+    if a.best_out:
+        Path(a.best_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.best_out).write_text(json.dumps({k: v for k, v in best_rec.items() if k != "run_dir"}) + "\n")
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res) + "\n")
     plot(res, Path(a.png))

@@ -16,6 +16,9 @@ up to the parent's resolution, each level re-converged through the verifier's re
 basins differ (the record's is visible from ~100 pieces); the fine levels only deepen the one found.
 Random-start hop mode (`hop_frac` > 0, `start: random`): `ladder`, the same idea from nothing: Metropolis hops
 at `n0` (~51 pieces, where one hop costs ~0.1 s), then doublings with monotone hops (see `ladder`).
+`start: auto` (with `hop_frac` > 0) chooses per parent: the ladder when the parent's C5 is above `auto_above`
+(a tree root, or any poor state: start over), hop mode otherwise (deepen a good one). One pinned setting then
+serves a whole search: short ladders first, hop-refines of their results after.
 
 Gradient of L = sum_m w_m c_m(g) (w = softmax(c / tau)), with k = m - (n - 1):
     dL/dg_j = (2/n) (sum_k w_k (1 - g)_{j-k} - sum_k w_k g_{j+k})
@@ -31,7 +34,7 @@ from scipy.signal import fftconvolve
 
 FFT_N = 1000  # from here on the gradient's correlations go through the FFT (O(n log n); error ~1e-15)
 
-SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.01, "objective": "penalty", "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30, "coarsen": 1, "hop_frac": 0.0, "hop_sigma": 0.3, "hop_window": 0.15, "hop_ftol": 1e-11, "hop_T": 0.0, "hop_sym": 0.0, "levels": 2}
+SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.01, "objective": "penalty", "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30, "coarsen": 1, "hop_frac": 0.0, "hop_sigma": 0.3, "hop_window": 0.15, "hop_ftol": 1e-11, "hop_T": 0.0, "hop_sym": 0.0, "levels": 2, "auto_above": 0.3812, "metro_frac": 0.0}
 
 
 def corr(h):
@@ -223,8 +226,8 @@ def coarse_hop_refine(parent, budget_s, rng):
 
 def ladder(budget_s, rng):
     """Random-start hop mode: the best of a few random starts at n0 (continuation from `tau_random`),
-    Metropolis hopping there (`hop_T`, `hop_sym`) for `hop_frac` of the budget, then `levels` doublings, each
-    followed by monotone hopping, and the rest of the time doublings without hops up to `max_n`."""
+    Metropolis hopping there (`hop_T`, `hop_sym`) for `metro_frac` (0: `hop_frac`) of the budget, then `levels`
+    doublings, each followed by monotone hopping, and the rest of the time doublings without hops up to `max_n`."""
     s = SETTINGS
     t0 = time.time()
     end = t0 + 0.9 * budget_s
@@ -233,7 +236,8 @@ def ladder(budget_s, rng):
         h, c = continuation(random_start(int(s["n0"]), rng), float(s["tau_random"]), min(end, time.time() + 20.0))
         if best is None or c < best[1]:
             best = (h, c)
-    h, c, hops = hop(best[0], t0 + float(s["hop_frac"]) * budget_s, rng, temperature=float(s["hop_T"]),
+    metro = float(s["metro_frac"]) or float(s["hop_frac"])  # 0: the same share as hop mode's
+    h, c, hops = hop(best[0], t0 + metro * budget_s, rng, temperature=float(s["hop_T"]),
                      sym=float(s["hop_sym"]))
     print(f"lse ladder: n={h.size} C5={c:.12f} after {hops} hops (T={s['hop_T']})")
     levels = int(s["levels"])
@@ -255,7 +259,11 @@ def solve(parent, budget_s, seed):
     rng = np.random.default_rng(seed)
     t0 = time.time()
     deadline = t0 + 0.9 * budget_s
-    if s["start"] == "random" and float(s["hop_frac"]) > 0:
+    if s["start"] == "auto" and float(s["hop_frac"]) > 0:  # ladder from a poor parent, hop-refine a good one
+        h0 = normalise(np.asarray(parent, dtype=np.float64))
+        poor = corr(h0).max() > float(s["auto_above"])
+        h = ladder(budget_s, rng) if poor else coarse_hop_refine(parent, budget_s, rng)
+    elif s["start"] == "random" and float(s["hop_frac"]) > 0:
         h = ladder(budget_s, rng)
     elif s["start"] == "random":  # multistart from rough random profiles (tau from tau_random), keep the best
         best = None
