@@ -201,3 +201,37 @@ def test_run_program_fresh_interpreter_and_temp_dir_removed(tmp_path):
     r = run_program("import os\ndef solve(p, b, s):\n    print(os.getcwd())\n    return [1.0]\n", limits=LIM,
                     preload=False, base_dir=str(tmp_path))
     assert r.ok and list(tmp_path.iterdir()) == []
+
+
+def test_a_killed_parent_leaves_no_runner_or_program_running(tmp_path):
+    """`kill` of a search (no pool.close) must not leave its programs running to their wall limits: each runner
+    notices its parent is gone, kills its program and exits."""
+    import subprocess
+    import sys
+    script = (
+        "import sys, time\n"
+        "from ttlab.discover.sandbox import Job, Limits, SandboxPool\n"
+        "pool = SandboxPool(1, Limits(wall_s=120.0, memory_mb=1536))\n"
+        "pool.submit(Job('while True:\\n    pass\\n', entry=None))\n"
+        "print(pool._all[0].proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    runner = int(parent.stdout.readline())
+    deadline = time.time() + 60
+    while not _descendants(runner) and time.time() < deadline:  # the program has started
+        time.sleep(0.05)
+    program = _descendants(runner)
+    assert program
+    parent.kill()
+    parent.wait()
+
+    def alive(pid):
+        try:
+            return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+    deadline = time.time() + 10
+    while any(alive(p) for p in [runner, *program]) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(p) for p in [runner, *program])

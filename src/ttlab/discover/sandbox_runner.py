@@ -377,10 +377,19 @@ def _kill_group(pid):
             pass
 
 
+PARENT_PID = None  # the ttlab process that started this runner (set by main)
+
+
+def _orphaned():
+    """True once the process that started the runner is gone (killed without closing its pool): the program
+    must not run on to its wall limit for nobody."""
+    return PARENT_PID is not None and os.getppid() != PARENT_PID
+
+
 def _wait(pid, wall_s, t0, mem_bytes):
-    """Wait for the child until the wall clock; SIGKILL its group past it, or when the resident memory
-    of all the run's processes together passes `mem_bytes` (RLIMIT_AS is per process). Returns
-    (status, timed_out, memory_killed)."""
+    """Wait for the child until the wall clock; SIGKILL its group past it, when the resident memory
+    of all the run's processes together passes `mem_bytes` (RLIMIT_AS is per process), or when the runner's
+    parent has died. Returns (status, timed_out, memory_killed)."""
     try:
         pfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -400,6 +409,9 @@ def _wait(pid, wall_s, t0, mem_bytes):
             p, st = os.waitpid(pid, os.WNOHANG)
             if p:
                 return st, False, False
+            if _orphaned():
+                _kill_group(pid)
+                return os.waitpid(pid, 0)[1], True, False
             if tree_rss(me) > mem_bytes:
                 _kill_group(pid)
                 return os.waitpid(pid, 0)[1], False, True
@@ -454,6 +466,8 @@ def handle(req, caps):
 
 
 def main():
+    global PARENT_PID
+    PARENT_PID = os.getppid()
     layers_off = set(filter(None, os.environ.get("TTLAB_SANDBOX_LAYERS_OFF", "").split(",")))
     caps = setup_runner(layers_off)
     preloaded = "--no-preload" not in sys.argv
