@@ -167,3 +167,25 @@ def test_lse_ladder_mode_returns_a_feasible_doubled_construction():
     res = get_task("erdos").verify(out)
     assert out.size in (48, 96) and res.valid and res.score < 0.3835
     assert exact_c5(out)[1]
+
+
+def test_lse_auto_start_ladders_from_a_poor_parent_and_hops_from_a_good_one(monkeypatch):
+    from ttlab.discover.tasks import get_task
+
+    calls = []
+    monkeypatch.setattr(erdos_lse, "ladder", lambda budget_s, rng: calls.append("ladder") or np.full(8, 0.5))
+    monkeypatch.setattr(erdos_lse, "coarse_hop_refine",
+                        lambda parent, budget_s, rng: calls.append("hop") or np.asarray(parent))
+    monkeypatch.setattr(erdos_lse, "SETTINGS", {**erdos_lse.SETTINGS, "start": "auto", "hop_frac": 0.5})
+    root = get_task("erdos").initial_states(np.random.default_rng(0), 1)[0]  # what a search's tree starts from
+    assert erdos_lse.corr(erdos_lse.normalise(root)).max() > erdos_lse.SETTINGS["auto_above"]
+    erdos_lse.solve(root, 1.0, 0)
+    erdos_lse.solve(None, 1.0, 0)
+    if _reference() is not None:
+        import json
+        ref = json.loads(_reference().read_text())
+        h = np.array([c["h"] for c in ref["constructions"] if c["name"] == "haugland_2016"][0])  # 0.380927
+        erdos_lse.solve(h, 1.0, 0)
+        assert calls == ["ladder", "ladder", "hop"]
+    else:
+        assert calls == ["ladder", "ladder"]

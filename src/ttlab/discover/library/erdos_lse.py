@@ -260,8 +260,7 @@ def solve(parent, budget_s, seed):
     t0 = time.time()
     deadline = t0 + 0.9 * budget_s
     if s["start"] == "auto" and float(s["hop_frac"]) > 0:  # ladder from a poor parent, hop-refine a good one
-        h0 = normalise(np.asarray(parent, dtype=np.float64))
-        poor = corr(h0).max() > float(s["auto_above"])
+        poor = parent is None or corr(normalise(np.asarray(parent, dtype=np.float64))).max() > float(s["auto_above"])
         h = ladder(budget_s, rng) if poor else coarse_hop_refine(parent, budget_s, rng)
     elif s["start"] == "random" and float(s["hop_frac"]) > 0:
         h = ladder(budget_s, rng)
