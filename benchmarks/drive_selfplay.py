@@ -58,6 +58,12 @@ def main() -> int:
                     help="also evaluate on the training scenes (the train / held-out gap)")
     ap.add_argument("--eval-only", type=Path, default=None, metavar="RUN_DIR",
                     help="no training: evaluate RUN_DIR's latest checkpoint (give the run's --preset / --set)")
+    ap.add_argument("--select-scenes", default="",
+                    help="validation scenes (e.g. procedural:n=256,agents=8,seed=2000, never the held-out ones): "
+                         "keep checkpoints during training and report the one whose greedy policy does best there")
+    ap.add_argument("--select-from", type=float, default=0.5,
+                    help="with --select-scenes: candidates are the kept checkpoints after this share of training")
+    ap.add_argument("--select-every", type=int, default=50, help="with --select-scenes: updates between candidates")
     ap.add_argument("--root", default="runs")
     ap.add_argument("--run-name", default=None)
     ap.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
@@ -77,6 +83,8 @@ def main() -> int:
                               log_every=10, checkpoint_every=50)
     if args.steps:
         cfg.total_agent_steps = args.steps
+    if args.select_scenes:
+        cfg.keep_every = args.select_every
     for item in args.set:  # dotted overrides for probes
         key, _, raw = item.partition("=")
         *path, leaf = key.split(".")
@@ -108,9 +116,14 @@ def main() -> int:
         last = {"run_dir": str(args.eval_only), "update": None, "agent_steps": None}
     else:
         last = train(cfg, on_log=on_log)
-    train_min = (time.perf_counter() - t_train) / 60
     stem = Path(last["run_dir"]) / "checkpoints" / "latest"
     scenes = args.eval_scenes or held_out(cfg.scenarios, cfg.seed)  # default: seed + 1000, never trained on
+    selection = {}
+    if args.select_scenes and args.eval_only is None:
+        if args.select_scenes == scenes:
+            raise SystemExit("--select-scenes must differ from the held-out scenes (selection would see the test set)")
+        stem, selection = select_checkpoint(Path(last["run_dir"]), last["update"], args)
+    train_min = (time.perf_counter() - t_train) / 60  # selection counts as training time
     ev = Path(last["run_dir"]) / "eval"
     sampled = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, False, ev / "sampled.json")
     greedy = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, True, ev / "greedy.json")
@@ -137,11 +150,33 @@ def main() -> int:
         "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "train_minutes": round(train_min, 2), "minutes_limit": args.minutes, "updates": last["update"],
         "agent_steps": last["agent_steps"], "held_out": sampled, "held_out_greedy": greedy, **on_train,
+        **({"selection": selection} if selection else {}),
         "target": "goal_rate >= 0.95 and collision + offroad <= 0.03 on held-out scenes in <= 60 min on 2 cores",
         "reached": bool(reached), "reached_sampled": bool(reached_sampled),
         "reached_greedy": bool(reached_greedy), "wall_s": round(time.perf_counter() - t0, 1), "curve": curve,
     }
     return write(line, args.out)
+
+
+def select_checkpoint(run_dir: Path, last_update: int, args) -> tuple[Path, dict]:
+    """Model selection on validation scenes: the greedy policy of each kept checkpoint after `--select-from` of
+    training (and the last one) is evaluated there; the one with the lowest collision + offroad among those with
+    goal rate >= 0.95 wins (the highest score when none has). Returns its stem and the record of every candidate."""
+    ck = run_dir / "checkpoints"
+    first = args.select_from * last_update
+    stems = sorted(p.with_suffix("") for p in ck.glob("update_*.safetensors") if int(p.stem[7:]) >= first)
+    stems.append(ck / "latest")
+    rows = []
+    for stem in stems:
+        r = held_out_rates(stem, args.select_scenes, args.eval_envs, args.eval_episodes, True,
+                           run_dir / "eval" / f"select_{stem.name}.json")
+        rows.append({"checkpoint": stem.name, **{k: r[k] for k in ("goal_rate", "collision_plus_offroad", "score")}})
+        print(json.dumps({"select": rows[-1]}), flush=True)
+    ok = [r for r in rows if r["goal_rate"] >= 0.95]
+    best = min(ok, key=lambda r: r["collision_plus_offroad"]) if ok else max(rows, key=lambda r: r["score"])
+    return ck / best["checkpoint"], {"scenes": args.select_scenes, "chosen": best["checkpoint"],
+                                     "rule": "greedy; min collision+offroad among goal_rate >= 0.95, else max score",
+                                     "candidates": rows}
 
 
 def write(line: dict, out: Path) -> int:

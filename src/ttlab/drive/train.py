@@ -60,6 +60,9 @@ class TrainConfig:
     """Updates between checkpoints."""
     log_every: int = 1
     """Updates between metric logs (the only host syncs of the loop)."""
+    keep_every: int = 0
+    """Also keep the checkpoint of every `keep_every`-th update as checkpoints/update_{N:06d} (0: only latest), e.g.
+    for choosing one on validation scenes after training."""
     reward_collision_end: float | None = None
     """Collision penalty schedule: env.reward_collision until `reward_schedule_start` of the run, then linear to
     this value at its end (None = constant). A small penalty early lets the agent learn to reach goals; a larger
@@ -150,8 +153,9 @@ def coplayer_assignment(E: int, A: int, n_policies: int, fraction: float, device
     return assign.reshape(-1)
 
 
-def _save(run, policy, opt, cfg: TrainConfig, horizon: int, update: int, agent_steps: int) -> None:
-    save_checkpoint(run.checkpoints / "latest", {
+def _save(run, policy, opt, cfg: TrainConfig, horizon: int, update: int, agent_steps: int,
+          name: str = "latest") -> None:
+    save_checkpoint(run.checkpoints / name, {
         "policy": policy.state_dict(), "optimizer": opt.state_dict(), "policy_config": to_dict(cfg.policy),
         "env_config": to_dict(cfg.env), "scenarios": cfg.scenarios, "seed": cfg.seed,  # `ttlab drive eval` uses them
         "horizon": horizon, "update": update, "agent_steps": agent_steps, "rng": rng_state(),
@@ -264,6 +268,8 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
                         on_log(update, last)
                 if update % cfg.checkpoint_every == 0 or update == total or out_of_time:
                     _save(run, policy, opt, cfg, horizon, update, agent_steps)
+                if cfg.keep_every > 0 and update % cfg.keep_every == 0:
+                    _save(run, policy, opt, cfg, horizon, update, agent_steps, f"update_{update:06d}")
                 if out_of_time:
                     console.print(f"time limit {cfg.time_limit} min reached at update {update}/{total}")
                     break
