@@ -93,3 +93,24 @@ def test_set_reward_weights_changes_the_reward_of_a_collision():
     assert torch.all(step_reward(env.weights, none, coll, none) == -3.0)
     env.reset(1)  # a new episode keeps the override
     assert torch.all(step_reward(env.weights, none, coll, none) == -3.0)
+
+
+def test_keep_every_keeps_numbered_checkpoints_and_the_selection_rule(tmp_path):
+    import importlib.util
+    from pathlib import Path
+    cfg = debug()
+    cfg.root, cfg.run_name, cfg.keep_every = str(tmp_path), "keep", 2
+    cfg.total_agent_steps = 5 * 2 * 4 * 16  # 5 updates
+    train(cfg)
+    ck = tmp_path / "drive" / "keep" / "checkpoints"
+    assert sorted(p.name for p in ck.glob("update_*.safetensors")) == ["update_000002.safetensors",
+                                                                       "update_000004.safetensors"]
+    spec = importlib.util.spec_from_file_location(
+        "drive_selfplay", Path(__file__).resolve().parents[2] / "benchmarks" / "drive_selfplay.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rows = [{"checkpoint": "a", "goal_rate": 0.97, "collision_plus_offroad": 0.03, "score": 0.96},
+            {"checkpoint": "b", "goal_rate": 0.94, "collision_plus_offroad": 0.01, "score": 0.97},
+            {"checkpoint": "c", "goal_rate": 0.96, "collision_plus_offroad": 0.02, "score": 0.95}]
+    assert mod.choose(rows)["checkpoint"] == "c"  # b has fewer events but misses the goal-rate floor
+    assert mod.choose([dict(r, goal_rate=0.5) for r in rows])["checkpoint"] == "b"  # none qualifies: best score
