@@ -68,8 +68,10 @@ def plot(res: dict, path: Path) -> None:
     colors = [(0, 90, 200), (0, 150, 60), (140, 0, 160), (0, 160, 160), (120, 80, 0)]
     for i, s in enumerate(seeds):
         curve = [p for p in s["curve"] if np.isfinite(p["best_score"])]  # a step whose best failed re-verification
-        pts = [xy(0, curve[0]["best_score"])] if curve else []
+        pts = []  # a step line from the first result on (nothing is known before a step ends)
         for p in curve:
+            if pts:
+                pts.append((xy(p["t"], p["best_score"])[0], pts[-1][1]))
             pts.append(xy(p["t"], p["best_score"]))
         if len(pts) > 1:
             d.line(pts, fill=colors[i % len(colors)], width=2)
