@@ -259,7 +259,7 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
                     metrics["charts/in_play_steps"] = rollout.in_play_steps.clone()
                     metrics["charts/learning_rate"] = lr_now
                     metrics["charts/ent_coef"] = ppo_cfg.ent_coef
-                    metrics["charts/reward_collision"] = float(env.weights[0, 0, 1])
+                    metrics["charts/reward_collision"] = collision_penalty(cfg, frac)  # the schedule (no device read)
                     metrics.update({f"env/{k}": v for k, v in env.metrics().items()})
                     last = logger.scalars(metrics, agent_steps)
                     t_log, steps_log, in_play_log = time.perf_counter(), agent_steps, rollout.in_play_steps.clone()
