@@ -85,3 +85,35 @@ def test_rows_without_a_valid_slot_pool_to_zero_and_get_no_gradient():
     out.sum().backward()
     assert x.grad[1].abs().max().item() == 0.0
     assert x.grad[0, [1, 3, 4]].abs().max().item() == 0.0  # padding slots get nothing
+
+
+def _mlp_encoder() -> ObsEncoder:
+    torch.manual_seed(0)
+    return ObsEncoder(LAYOUT, embed=8, hidden=16, partner_encoder="mlp")
+
+
+def test_mlp_partner_encoder_equals_its_reference_with_padding_dropped():
+    enc = _mlp_encoder()
+    obs = _obs(40).reshape(4, 10, -1)
+    fast, ref = enc(obs), enc.reference(obs)
+    assert torch.allclose(fast, ref, atol=1e-5, rtol=0), (fast - ref).abs().max()
+
+
+def test_mlp_partner_encoder_reads_the_ego_speed_per_partner():
+    """The same partners with a different ego speed give a different partner embedding (the linear encoder's
+    partner embedding cannot depend on the ego at all)."""
+    enc, lin = _mlp_encoder(), _encoder()
+    obs = _obs(8)
+    faster = obs.clone()
+    faster[:, 2] += 1.0  # ego speed column
+    ego, partners, valid, _, _ = enc._split(obs)
+    ego2, _, _, _, _ = enc._split(faster)
+    rows = valid.any(1)
+    d = (enc._partners(ego, partners, valid) - enc._partners(ego2, partners, valid))[rows]
+    assert d.abs().max() > 1e-3
+    assert torch.equal(lin._partners(ego, partners, valid), lin._partners(ego2, partners, valid))
+
+
+def test_unknown_partner_encoder_is_named():
+    with pytest.raises(ValueError, match="partner_encoder 'deep'"):
+        ObsEncoder(LAYOUT, partner_encoder="deep")

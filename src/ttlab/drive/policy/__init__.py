@@ -48,6 +48,9 @@ class PolicyConfig:
     task_classes: int = 0
     """Task-inference head (`policy.task_head`): classes it predicts from the core's hidden state (M, the candidate
     exits, for the hidden-exit benchmark); trained by `PPOConfig.aux_task_coef`, never a policy input. 0 = none."""
+    partner_encoder: str = "linear"
+    """Per-partner encoder before the max-pool: "linear" (PufferDrive's Linear -> LayerNorm -> Linear) or "mlp"
+    (nonlinear, and sees the ego's speed: `policy.encoders`)."""
     intent_floor: float = 0.0
     """Exit intent (`EnvConfig.exit_intent`): every candidate keeps at least this / M probability at a trial's first
     tick (`policy.intent.joint_logits`). 0 = the plain softmax."""
@@ -71,15 +74,15 @@ def build_policy(cfg: PolicyConfig, layout, num_actions: int, continuous: bool =
 def _build_core(cfg: PolicyConfig, layout: ObsLayout, num_actions: int, continuous: bool,
                 horizon: int | None) -> nn.Module:
     if cfg.core == "mlp":
-        return MLPPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden, cfg.task_classes)
+        return MLPPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden, cfg.task_classes, cfg.partner_encoder)
     if cfg.core == "lstm":
-        return LSTMPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden, cfg.task_classes)
+        return LSTMPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden, cfg.task_classes, cfg.partner_encoder)
     if cfg.core == "transformer":
         h = cfg.horizon or horizon
         if not h:
             raise ValueError("policy.horizon is 0 and the env gave no K x trial_length; set --policy.horizon")
         return TransformerPolicy(layout, num_actions, continuous, cfg.embed, cfg.hidden, cfg.n_layers,
-                                 cfg.n_heads, h, cfg.task_classes)
+                                 cfg.n_heads, h, cfg.task_classes, cfg.partner_encoder)
     raise ValueError(f"--policy.core {cfg.core!r}: expected one of {', '.join(CORES)}")
 
 

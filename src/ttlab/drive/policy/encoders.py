@@ -11,6 +11,13 @@ road_dim)]`. Each part gets its own small MLP:
 
 The three embeddings are concatenated and mixed by GELU -> Linear into one `hidden` vector per agent.
 
+Partner encoder `"mlp"` (`PolicyConfig.partner_encoder`): PufferDrive's slot MLP is linear up to LayerNorm's
+scale, so after the max-pool the policy knows, per direction in feature space, the most extreme partner, but
+nothing a partner's features say only jointly (is this car, here, at this speed and heading, on a course that
+meets mine, given my speed?). The `"mlp"` encoder runs a nonlinear per-slot MLP on [partner row | ego speed]:
+Linear -> LayerNorm -> GELU -> Linear -> GELU -> Linear, then the same masked max-pool. Partners are few
+(<= 8 slots in the self-play preset), so it runs slot by slot.
+
 Speed: the slot MLPs are most of a policy's compute (263 slots per agent at the default layout), so the
 pools do not run them slot by slot: `fold_slot_mlp` rewrites Linear -> LayerNorm -> Linear exactly as one
 small matmul plus a per-slot scale, and `slot_max_pool` takes the max without autograd, then back-propagates
@@ -51,8 +58,18 @@ class ObsLayout:
         return cls(**{f.name: int(get(f.name)) for f in fields(cls)})
 
 
+PARTNER_ENCODERS = ("linear", "mlp")
+EGO_SPEED_COL = 2
+"""Column of the ego's own speed in its features (`sim.observe`: goal_x, goal_y, speed, ...)."""
+
+
 def _mlp(n_in: int, n_out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(n_in, n_out), nn.LayerNorm(n_out), nn.Linear(n_out, n_out))
+
+
+def _deep_mlp(n_in: int, n_out: int) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(n_in, n_out), nn.LayerNorm(n_out), nn.GELU(), nn.Linear(n_out, n_out), nn.GELU(),
+                         nn.Linear(n_out, n_out))
 
 
 def masked_max(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -130,13 +147,16 @@ class ObsEncoder(nn.Module):
     """(..., obs_dim) -> (..., hidden). `forward` pools with `slot_max_pool`; `reference` is the plain
     per-slot MLP + `masked_max` it is tested against."""
 
-    def __init__(self, layout: ObsLayout, embed: int = 64, hidden: int = 128):
+    def __init__(self, layout: ObsLayout, embed: int = 64, hidden: int = 128, partner_encoder: str = "linear"):
         super().__init__()
         self.layout = L = ObsLayout.of(layout)
         if not 0 <= L.road_type_col < L.road_dim:
             raise ValueError(f"layout.road_type_col={L.road_type_col} outside road_dim={L.road_dim}")
+        if partner_encoder not in PARTNER_ENCODERS:
+            raise ValueError(f"--policy.partner_encoder {partner_encoder!r}: expected one of {', '.join(PARTNER_ENCODERS)}")
+        self.partner_encoder = partner_encoder
         self.ego = _mlp(L.ego_dim, embed)
-        self.partner = _mlp(L.partner_dim, embed)
+        self.partner = _mlp(L.partner_dim, embed) if partner_encoder == "linear" else _deep_mlp(L.partner_dim + 1, embed)
         self.road = _mlp(L.road_dim - 1 + L.num_road_types, embed)
         self.mix = nn.Sequential(nn.GELU(), nn.Linear(3 * embed, hidden))
         self.hidden = hidden
@@ -158,6 +178,21 @@ class ObsEncoder(nn.Module):
         road_in = torch.cat([feats, onehot], dim=-1)  # (N, R, rd-1+types)
         return ego, partners, partners.abs().sum(-1) > 0, road_in, rtype > 0
 
+    def _partner_in(self, ego: torch.Tensor, partners: torch.Tensor) -> torch.Tensor:
+        """Per-slot input of the partner MLP: (N, P, pd), or [row | ego speed] (N, P, pd+1) for the "mlp" encoder."""
+        if self.partner_encoder == "linear":
+            return partners
+        speed = ego[:, EGO_SPEED_COL, None, None].expand(-1, partners.shape[1], 1)  # (N, P, 1)
+        return torch.cat([partners, speed], dim=-1)
+
+    def _partners(self, ego: torch.Tensor, partners: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """Pooled partner embedding (N, E)."""
+        if self.partner_encoder == "linear":
+            return slot_max_pool(self.partner, partners, valid)
+        if partners.device.type == "cpu":
+            partners, valid = _drop_padding(partners, valid)
+        return masked_max(self.partner(self._partner_in(ego, partners)), valid)
+
     def forward(self, obs: torch.Tensor, only: torch.Tensor | None = None) -> torch.Tensor:
         """obs (..., obs_dim) -> (..., hidden). `only` (...) bool: encode just those observations and give
         zeros elsewhere (a data-dependent shape, so a host sync: the learner passes it on CPU only)."""
@@ -168,7 +203,7 @@ class ObsEncoder(nn.Module):
         lead = obs.shape[:-1]
         ego, partners, p_valid, road_in, r_valid = self._split(obs.reshape(-1, obs.shape[-1]))
         e = self.ego(ego)  # (N, E)
-        p = slot_max_pool(self.partner, partners, p_valid).to(e.dtype)  # (N, E)
+        p = self._partners(ego, partners, p_valid).to(e.dtype)  # (N, E)
         r = slot_max_pool(self.road, road_in, r_valid).to(e.dtype)  # (N, E)
         h = self.mix(torch.cat([e, p, r], dim=-1))  # (N, hidden)
         return h.reshape(*lead, self.hidden)
@@ -178,7 +213,7 @@ class ObsEncoder(nn.Module):
         lead = obs.shape[:-1]
         ego, partners, p_valid, road_in, r_valid = self._split(obs.reshape(-1, obs.shape[-1]))
         e = self.ego(ego)  # (N, E)
-        p = masked_max(self.partner(partners), p_valid)  # (N, E)
+        p = masked_max(self.partner(self._partner_in(ego, partners)), p_valid)  # (N, E)
         r = masked_max(self.road(road_in), r_valid)  # (N, E)
         h = self.mix(torch.cat([e, p, r], dim=-1))  # (N, hidden)
         return h.reshape(*lead, self.hidden)

@@ -22,10 +22,10 @@ class LSTMPolicy(nn.Module):
     memoryless = False
 
     def __init__(self, layout: ObsLayout, num_actions: int, continuous: bool = False, embed: int = 64,
-                 hidden: int = 128, task_classes: int = 0):
+                 hidden: int = 128, task_classes: int = 0, partner_encoder: str = "linear"):
         super().__init__()
         self.num_actions, self.continuous, self.hidden = num_actions, continuous, hidden
-        self.encoder = ObsEncoder(layout, embed, hidden)
+        self.encoder = ObsEncoder(layout, embed, hidden, partner_encoder)
         self.cell = nn.LSTMCell(hidden, hidden)
         self.actor = nn.Linear(hidden, head_size(num_actions, continuous))
         self.critic = nn.Linear(hidden, 1)

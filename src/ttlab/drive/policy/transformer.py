@@ -97,7 +97,8 @@ class TransformerPolicy(nn.Module):
     memoryless = False
 
     def __init__(self, layout: ObsLayout, num_actions: int, continuous: bool = False, embed: int = 64,
-                 d_model: int = 128, n_layers: int = 2, n_heads: int = 4, horizon: int = 182, task_classes: int = 0):
+                 d_model: int = 128, n_layers: int = 2, n_heads: int = 4, horizon: int = 182, task_classes: int = 0,
+                 partner_encoder: str = "linear"):
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
@@ -106,7 +107,7 @@ class TransformerPolicy(nn.Module):
         self.num_actions, self.continuous = num_actions, continuous
         self.d, self.n_layers, self.n_heads, self.horizon = d_model, n_layers, n_heads, horizon
         self.context_len = horizon - 1
-        self.encoder = ObsEncoder(layout, embed, d_model)
+        self.encoder = ObsEncoder(layout, embed, d_model, partner_encoder)
         self.blocks = nn.ModuleList(Block(d_model, n_heads) for _ in range(n_layers))
         self.ln_f = nn.LayerNorm(d_model)
         self.actor = nn.Linear(d_model, head_size(num_actions, continuous))
