@@ -117,3 +117,41 @@ def test_mlp_partner_encoder_reads_the_ego_speed_per_partner():
 def test_unknown_partner_encoder_is_named():
     with pytest.raises(ValueError, match="partner_encoder 'deep'"):
         ObsEncoder(LAYOUT, partner_encoder="deep")
+
+
+def test_closest_approach_of_two_cars_meeting_at_a_crossing():
+    from ttlab.drive.policy.encoders import closest_approach
+
+    # ego at the origin heading +x at speed 1; a partner at (1, -1) heading +y (rel heading 90 deg) at speed 1:
+    # both reach (1, 0) at t = 1, so they meet: t* = 1, d* = 0, relative velocity (-1, 1)
+    row = torch.tensor([[[1.0, -1.0, 0.0, 1.0, 1.0]]])  # (1, 1, 5)
+    out = closest_approach(row, torch.tensor([1.0]))[0, 0]
+    torch.testing.assert_close(out, torch.tensor([-1.0, 1.0, 1.0, 0.0]), atol=1e-5, rtol=0)
+    # the same partner half a unit later (at (1, -1.5)) passes behind: closest at t* = 1.25, distance sqrt(2)/4
+    out = closest_approach(torch.tensor([[[1.0, -1.5, 0.0, 1.0, 1.0]]]), torch.tensor([1.0]))[0, 0]
+    torch.testing.assert_close(out[2:], torch.tensor([1.25, 2 ** 0.5 / 4]), atol=1e-5, rtol=0)
+    # moving apart: t* clips to 0 and d* is the current distance
+    out = closest_approach(torch.tensor([[[-1.0, 0.0, 1.0, 0.0, 0.5]]]), torch.tensor([1.0]))[0, 0]
+    torch.testing.assert_close(out[2:], torch.tensor([0.0, 1.0]), atol=1e-5, rtol=0)
+
+
+def test_kinematic_partner_encoder_equals_its_reference():
+    import dataclasses
+
+    layout = dataclasses.replace(LAYOUT, partner_dim=7)
+    torch.manual_seed(0)
+    enc = ObsEncoder(layout, embed=8, hidden=16, partner_encoder="kinematic")
+    g = torch.Generator().manual_seed(2)
+    obs = torch.randn(40, layout.obs_dim, generator=g)
+    p0, r0 = layout.ego_dim, layout.ego_dim + layout.partner_slots * layout.partner_dim
+    partners = obs[:, p0:r0].reshape(40, layout.partner_slots, 7)
+    partners[torch.rand(40, layout.partner_slots, generator=g) < 0.5] = 0.0
+    obs[:, p0:r0] = partners.reshape(40, -1)
+    road = obs[:, r0:].reshape(40, layout.road_slots, layout.road_dim)
+    road[..., layout.road_type_col] = torch.randint(0, layout.num_road_types, (40, layout.road_slots), generator=g).float()
+    obs[:, r0:] = road.reshape(40, -1)
+    fast, ref = enc(obs), enc.reference(obs)
+    assert torch.allclose(fast, ref, atol=1e-5, rtol=0), (fast - ref).abs().max()
+    assert enc.partner[0].in_features == 7 + 5
+    with pytest.raises(ValueError, match="kinematic reads"):
+        ObsEncoder(LAYOUT, partner_encoder="kinematic")

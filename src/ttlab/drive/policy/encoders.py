@@ -16,7 +16,9 @@ scale, so after the max-pool the policy knows, per direction in feature space, t
 nothing a partner's features say only jointly (is this car, here, at this speed and heading, on a course that
 meets mine, given my speed?). The `"mlp"` encoder runs a nonlinear per-slot MLP on [partner row | ego speed]:
 Linear -> LayerNorm -> GELU -> Linear -> GELU -> Linear, then the same masked max-pool. Partners are few
-(<= 8 slots in the self-play preset), so it runs slot by slot.
+(<= 8 slots in the self-play preset), so it runs slot by slot. Partner encoder `"kinematic"` is the same MLP
+with four more inputs per slot, computed from the observation (`closest_approach`): the partner's velocity
+relative to the ego, and the time and distance of their closest approach if both kept their velocities.
 
 Speed: the slot MLPs are most of a policy's compute (263 slots per agent at the default layout), so the
 pools do not run them slot by slot: `fold_slot_mlp` rewrites Linear -> LayerNorm -> Linear exactly as one
@@ -58,9 +60,26 @@ class ObsLayout:
         return cls(**{f.name: int(get(f.name)) for f in fields(cls)})
 
 
-PARTNER_ENCODERS = ("linear", "mlp")
+PARTNER_ENCODERS = ("linear", "mlp", "kinematic")
 EGO_SPEED_COL = 2
 """Column of the ego's own speed in its features (`sim.observe`: goal_x, goal_y, speed, ...)."""
+CPA_MAX_T = 4.0
+"""Closest-approach times are clipped to [0, CPA_MAX_T] observation time units (POS_SCALE / SPEED_SCALE s)."""
+
+
+def closest_approach(partners: torch.Tensor, ego_speed: torch.Tensor) -> torch.Tensor:
+    """Constant-velocity closest approach of each partner to the ego, in the observation's scaled units.
+
+    partners (N, P, >=5): x, y, cos(rel heading), sin(rel heading), speed (`sim.observe`, ego frame: the ego
+    sits at the origin heading +x); ego_speed (N,). Returns (N, P, 4): relative velocity (vx, vy), the time of
+    closest approach t* = clip(-(r . v) / |v|^2, 0, CPA_MAX_T) and the distance |r + v t*| then. Positions
+    are in POS_SCALE units and speeds in SPEED_SCALE units, so t* is in POS_SCALE / SPEED_SCALE seconds."""
+    rx, ry, c, s, sp = (partners[..., i] for i in range(5))  # each (N, P)
+    vx = sp * c - ego_speed.unsqueeze(-1)  # (N, P)
+    vy = sp * s
+    t = (-(rx * vx + ry * vy) / (vx * vx + vy * vy + 1e-6)).clamp(0.0, CPA_MAX_T)  # (N, P)
+    d = torch.sqrt((rx + vx * t) ** 2 + (ry + vy * t) ** 2 + 1e-12)
+    return torch.stack([vx, vy, t, d], dim=-1)  # (N, P, 4)
 
 
 def _mlp(n_in: int, n_out: int) -> nn.Sequential:
@@ -154,9 +173,13 @@ class ObsEncoder(nn.Module):
             raise ValueError(f"layout.road_type_col={L.road_type_col} outside road_dim={L.road_dim}")
         if partner_encoder not in PARTNER_ENCODERS:
             raise ValueError(f"--policy.partner_encoder {partner_encoder!r}: expected one of {', '.join(PARTNER_ENCODERS)}")
+        if partner_encoder == "kinematic" and L.partner_dim < 5:
+            raise ValueError(f"--policy.partner_encoder kinematic reads x, y, cos, sin, speed of each partner row; "
+                             f"this layout's rows have {L.partner_dim} features")
         self.partner_encoder = partner_encoder
         self.ego = _mlp(L.ego_dim, embed)
-        self.partner = _mlp(L.partner_dim, embed) if partner_encoder == "linear" else _deep_mlp(L.partner_dim + 1, embed)
+        extra = {"linear": 0, "mlp": 1, "kinematic": 5}[partner_encoder]  # ego speed (+ closest approach)
+        self.partner = _mlp(L.partner_dim, embed) if partner_encoder == "linear" else _deep_mlp(L.partner_dim + extra, embed)
         self.road = _mlp(L.road_dim - 1 + L.num_road_types, embed)
         self.mix = nn.Sequential(nn.GELU(), nn.Linear(3 * embed, hidden))
         self.hidden = hidden
@@ -179,11 +202,16 @@ class ObsEncoder(nn.Module):
         return ego, partners, partners.abs().sum(-1) > 0, road_in, rtype > 0
 
     def _partner_in(self, ego: torch.Tensor, partners: torch.Tensor) -> torch.Tensor:
-        """Per-slot input of the partner MLP: (N, P, pd), or [row | ego speed] (N, P, pd+1) for the "mlp" encoder."""
+        """Per-slot input of the partner MLP: (N, P, pd); [row | ego speed] (N, P, pd+1) for the "mlp" encoder;
+        [row | ego speed | closest approach] (N, P, pd+5) for "kinematic". Padding slots stay all-zero inputs of
+        the pool's mask, whatever these columns hold there."""
         if self.partner_encoder == "linear":
             return partners
-        speed = ego[:, EGO_SPEED_COL, None, None].expand(-1, partners.shape[1], 1)  # (N, P, 1)
-        return torch.cat([partners, speed], dim=-1)
+        speed = ego[:, EGO_SPEED_COL]  # (N,)
+        parts = [partners, speed[:, None, None].expand(-1, partners.shape[1], 1)]
+        if self.partner_encoder == "kinematic":
+            parts.append(closest_approach(partners, speed))
+        return torch.cat(parts, dim=-1)
 
     def _partners(self, ego: torch.Tensor, partners: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         """Pooled partner embedding (N, E)."""
