@@ -286,3 +286,45 @@ def test_progress_shaping_pays_metres_gained_toward_the_goal():
         assert (gained[ego] > 0).any()  # coasting down the lane gets closer to the goal
     with pytest.raises(ValueError, match="reward_progress"):
         EnvConfig(hidden_goal=True, reward_progress=0.1).validate()
+
+
+def test_conflict_flags_collision_courses_and_not_passing_traffic():
+    from ttlab.drive.sim.reward import conflict
+
+    # ego 0 at the origin heading +x at 10 m/s; vehicle 1 at (15, -15) heading +y at 10 m/s: both reach (15, 0)
+    # at t = 1.5 s (a crossing collision course); vehicle 2 in the oncoming lane 3.5 m to the left, heading -x
+    x, y = torch.tensor([[0.0, 15.0, 40.0]]), torch.tensor([[0.0, -15.0, 3.5]])
+    heading = torch.tensor([[0.0, torch.pi / 2, torch.pi]])
+    speed = torch.full((1, 3), 10.0)
+    vis = torch.ones(1, 3, dtype=torch.bool)
+    assert conflict(x, y, heading, speed, vis, 2.0, 3.0).tolist() == [[True, True, False]]
+    assert conflict(x, y, heading, speed, vis, 1.0, 3.0).tolist() == [[False, False, False]]  # 1.5 s is too far
+    late = torch.tensor([[0.0, -25.0, 3.5]])  # vehicle 1 arrives 1 s after the ego: it passes behind
+    assert conflict(x, late, heading, speed, vis, 2.0, 3.0).tolist() == [[False, False, False]]
+    hidden = torch.tensor([[True, False, True]])  # a vehicle that is not there is no conflict
+    assert conflict(x, y, heading, speed, hidden, 2.0, 3.0).tolist() == [[False, False, False]]
+
+
+def test_conflict_reward_is_paid_per_tick_on_a_collision_course():
+    from ttlab.drive.scenarios.pool import build_pool
+    from ttlab.drive.scenarios.procedural import generate_pool_scenarios
+    from ttlab.drive.sim.reward import conflict
+
+    pool = build_pool(generate_pool_scenarios(4, seed=5, num_agents=8), max_agents=8)
+    kw = dict(num_envs=4, max_agents=8, goal_behavior="trial", k_trials=1, trial_length=40)
+    plain = DriveEnv(EnvConfig(**kw), pool, seed=0)
+    shaped = DriveEnv(EnvConfig(reward_conflict=-0.05, **kw), pool, seed=0)
+    g = torch.Generator().manual_seed(0)
+    flagged = 0
+    for _ in range(30):
+        a = torch.randint(0, plain.num_actions, (4, 8), generator=g)
+        before = shaped.state
+        in_play = (before.role == POLICY) & ~before.removed & ~before.stopped
+        r0, r1 = plain.step(a).reward, shaped.step(a).reward
+        st = shaped.state  # the step's new positions (no episode ended in these 30 ticks of 40)
+        vis = (before.role != 0) & ~before.removed  # who was on the map during the step (no log replay here)
+        danger = conflict(st.x, st.y, st.heading, st.speed, vis, 2.0, 3.0)
+        want = torch.where(danger & in_play, torch.tensor(-0.05), torch.tensor(0.0))
+        torch.testing.assert_close(r1 - r0, want, rtol=0, atol=1e-6)
+        flagged += int((danger & in_play).sum())
+    assert flagged > 0  # random driving in 8-vehicle scenes meets collision courses

@@ -53,6 +53,7 @@ from ttlab.drive.sim.observe import (
 )
 from ttlab.drive.sim.reward import (
     candidate_reached,
+    conflict,
     draw_weights,
     goal_reached,
     progress_to_goal,
@@ -103,6 +104,14 @@ class EnvConfig:
     """Reward per tick in collision."""
     reward_offroad: float = -0.5
     """Reward per tick offroad."""
+    reward_conflict: float = 0.0
+    """Reward per tick on a collision course (`reward.conflict`: another vehicle's constant-velocity closest
+    approach within `conflict_radius` m in the next `conflict_horizon` s), for each ego in play. A dense signal
+    for what a collision penalty rewards only when it is too late: giving way. 0 = off."""
+    conflict_horizon: float = 2.0
+    """Seconds ahead a collision course is looked for."""
+    conflict_radius: float = 3.0
+    """Centre-to-centre metres that count as a collision course (cars in adjacent lanes pass 3.4-3.9 m apart)."""
     reward_progress: float = 0.0
     """Potential-based shaping: this times the metres the ego got closer to its `progress_target` this tick
     (Ng et al. 1999: a potential difference, so it leaves the optimal policy unchanged for gamma -> 1). 0 = off."""
@@ -496,6 +505,9 @@ class DriveEnv:
             else:
                 gain = progress_to_goal(st.x, st.y, x, y, st.goal_x, st.goal_y)
             reward = reward + cfg.reward_progress * gain * in_play
+        if cfg.reward_conflict:
+            danger = conflict(x, y, heading, speed, vis, cfg.conflict_horizon, cfg.conflict_radius)  # (E, A)
+            reward = reward + cfg.reward_conflict * (danger & in_play)
 
         # 6. per-event behaviours (with exit feedback an exit starts the report step, which ends in removal)
         remove_now = (reporting & (st.report_left <= 1)) if self.feedback else wrong.clone()

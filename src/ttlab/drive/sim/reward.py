@@ -34,6 +34,24 @@ def step_reward(weights: torch.Tensor, reached: torch.Tensor, collided: torch.Te
     return (weights * ev).sum(-1)
 
 
+def conflict(x: torch.Tensor, y: torch.Tensor, heading: torch.Tensor, speed: torch.Tensor, visible: torch.Tensor,
+             horizon: float, radius: float) -> torch.Tensor:
+    """(E, A) bool: some other visible vehicle and this one, if both kept their velocities, would come within
+    `radius` metres (centre to centre) within `horizon` seconds: a collision course. Pairwise over the A slots of
+    each env, constant-velocity closest approach; every argument (E, A); `visible` (E, A) bool."""
+    vx, vy = speed * torch.cos(heading), speed * torch.sin(heading)  # (E, A)
+    rx = x.unsqueeze(1) - x.unsqueeze(2)  # (E, A, A): [e, i, j] = x_j - x_i
+    ry = y.unsqueeze(1) - y.unsqueeze(2)
+    dvx = vx.unsqueeze(1) - vx.unsqueeze(2)
+    dvy = vy.unsqueeze(1) - vy.unsqueeze(2)
+    t = (-(rx * dvx + ry * dvy) / (dvx * dvx + dvy * dvy + 1e-9)).clamp(0.0, horizon)  # (E, A, A) time of approach
+    d2 = (rx + dvx * t) ** 2 + (ry + dvy * t) ** 2
+    A = x.shape[1]
+    others = ~torch.eye(A, dtype=torch.bool, device=x.device)  # (A, A)
+    pair = (d2 < radius * radius) & visible.unsqueeze(1) & visible.unsqueeze(2) & others
+    return pair.any(-1)
+
+
 def progress_to_goal(x0: torch.Tensor, y0: torch.Tensor, x1: torch.Tensor, y1: torch.Tensor, gx: torch.Tensor,
                      gy: torch.Tensor) -> torch.Tensor:
     """Metres closer to the goal (gx, gy) after moving from (x0, y0) to (x1, y1): d0 - d1, elementwise."""
