@@ -114,3 +114,25 @@ def test_keep_every_keeps_numbered_checkpoints_and_the_selection_rule(tmp_path):
             {"checkpoint": "c", "goal_rate": 0.96, "collision_plus_offroad": 0.02, "score": 0.95}]
     assert mod.choose(rows)["checkpoint"] == "c"  # b has fewer events but misses the goal-rate floor
     assert mod.choose([dict(r, goal_rate=0.5) for r in rows])["checkpoint"] == "b"  # none qualifies: best score
+
+
+def test_selfplay_yield_is_selfplay_with_the_benchmark_overrides():
+    """The preset equals the command its README figures come from: `--preset selfplay --set ppo.lr_end=0
+    scenarios=procedural:n=2048,agents=8 policy.partner_encoder=kinematic env.reward_conflict=-0.05 --minutes 59`."""
+    from ttlab.drive.presets import selfplay_yield
+
+    want = selfplay()
+    want.ppo.lr_end, want.scenarios = 0.0, "procedural:n=2048,agents=8"
+    want.policy.partner_encoder, want.env.reward_conflict, want.time_limit = "kinematic", -0.05, 59.0
+    assert selfplay_yield() == want and TRAIN_PRESETS["selfplay_yield"] is selfplay_yield
+
+
+def test_selfplay_yield_preset_runs_an_update(tmp_path):
+    from ttlab.drive.presets import selfplay_yield
+
+    cfg = selfplay_yield()
+    cfg.env.num_envs, cfg.rollout_steps, cfg.total_agent_steps = 4, 16, 4 * 8 * 16
+    cfg.scenarios = "procedural:n=4,agents=8"
+    cfg.root, cfg.run_name, cfg.show_progress = str(tmp_path), "y", False
+    out = train(cfg)
+    assert out["update"] == 1 and "env/goal_rate" in out

@@ -157,3 +157,21 @@ def selfplay() -> TrainConfig:
 
 
 TRAIN_PRESETS["selfplay"] = selfplay
+
+
+def selfplay_yield() -> TrainConfig:
+    """`selfplay` with what sessions 7-11 found (docs/notes/drive-selfplay2.md): 2048 training scenes (no
+    generalisation gap), the lr annealed linearly to 0, a nonlinear partner encoder that also reads each partner's
+    constant-velocity closest approach (`policy.partner_encoder = "kinematic"`), and a penalty of 0.05 per tick on
+    a collision course (`env.reward_conflict`), the dense signal for giving way that a collision penalty alone
+    gives only when it is too late. 59 minutes: generating the scenes takes the rest of the hour."""
+    cfg = selfplay()
+    cfg.scenarios = "procedural:n=2048,agents=8"
+    cfg.ppo.lr_end = 0.0
+    cfg.policy.partner_encoder = "kinematic"
+    cfg.env.reward_conflict = -0.05
+    cfg.time_limit = 59.0
+    return cfg
+
+
+TRAIN_PRESETS["selfplay_yield"] = selfplay_yield

@@ -1,0 +1,128 @@
+"""Re-evaluate self-play runs on a larger held-out set, with a standard error that counts scenes, not vehicles.
+
+`drive_selfplay.py` evaluates on 256 held-out scenes (2048 ego-episodes). Vehicles of one scene share its
+difficulty, so the 2048 outcomes are not independent: the standard error that matters is over scenes. This
+script evaluates each run's final checkpoint (`RUN_DIR/checkpoints/latest`) in self-play on `--scenes`
+(default: the first 1024 procedural scenes of held-out seed 1000, whose first 256 are the usual set), sampled
+and greedy, and reports per run: goal rate, collision + offroad, the scene-clustered standard error of
+collision + offroad (the spread of per-scene rates over sqrt(scenes)), and the same rates on the first 256
+scenes alone. Writes `--out` and prints ONE JSON line last.
+
+    python benchmarks/drive_selfplay_heldout.py runs/drive/pkinc_s0 runs/drive/sp_n2048 \\
+        --out benchmarks/results/drive_selfplay_heldout1024.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from ttlab.drive.evaluate import EvalConfig, evaluate
+
+
+class SceneCounts:
+    """on_step hook of `evaluate`: per scene, the controlled vehicles that started an episode and how many of them
+    reached the goal / collided or went offroad, counted (as the evaluation counts) in each env's first `episodes`."""
+
+    def __init__(self, episodes: int, num_scenes: int) -> None:
+        self.episodes = episodes
+        self.egos = torch.zeros(num_scenes, dtype=torch.long)
+        self.goals = torch.zeros(num_scenes, dtype=torch.long)
+        self.bad = torch.zeros(num_scenes, dtype=torch.long)
+        self.scene: torch.Tensor | None = None  # (E,) the scene each env played during the step
+        self.done: torch.Tensor | None = None  # (E,) episodes finished before the step
+        self.fresh: torch.Tensor | None = None  # (E,) bool: the step was an episode's first
+
+    def __call__(self, env, before) -> None:
+        if self.scene is None:
+            self.scene = env.scene.clone()
+            self.done = torch.zeros_like(env.trial_metrics.episodes_done)
+            self.fresh = torch.ones(env.num_envs, dtype=torch.bool)
+        counted = self.done < self.episodes  # (E,)
+        ctrl = (before.role != 0) & env.controlled  # (E, A) the controlled vehicles of the step
+        start = (self.fresh & counted).unsqueeze(1) & ctrl & ~before.removed
+        self.egos.index_add_(0, self.scene, start.sum(1))
+        ev = env.last_events
+        c = counted.unsqueeze(1)
+        self.goals.index_add_(0, self.scene, (ev["goal"] & c).sum(1))
+        self.bad.index_add_(0, self.scene, ((ev["collision"] | ev["offroad"]) & c).sum(1))
+        self.fresh = env.ep_step == 0  # a reset followed this step: the next step is a first one
+        self.done = env.trial_metrics.episodes_done.clone()
+        self.scene = env.scene.clone()
+
+    def summary(self, first: int) -> dict:
+        played = self.egos > 0
+        rate = self.bad[played].double() / self.egos[played].double()  # (S,) per-scene collision + offroad
+        n = int(played.sum())
+        head = played.clone()
+        head[first:] = False
+        return {"scenes": n, "ego_episodes": int(self.egos.sum()),
+                "goal_rate": round(float(self.goals.sum() / self.egos.sum()), 5),
+                "collision_plus_offroad": round(float(self.bad.sum() / self.egos.sum()), 5),
+                "stderr_scenes": round(float(rate.std() / math.sqrt(max(n, 1))), 5),
+                f"first_{first}": {"goal_rate": round(float(self.goals[head].sum() / self.egos[head].sum()), 5),
+                                   "collision_plus_offroad": round(float(self.bad[head].sum() / self.egos[head].sum()), 5)}}
+
+
+def scene_count(spec: str) -> int:
+    for part in spec.split(":", 1)[1].split(","):
+        key, _, value = part.partition("=")
+        if key == "n":
+            return int(value)
+    raise SystemExit(f"--scenes {spec!r}: give n=... (a procedural source)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("runs", nargs="+", type=Path, help="run directories (runs/drive/<name>)")
+    ap.add_argument("--scenes", default="procedural:n=1024,agents=8,seed=1000")
+    ap.add_argument("--envs", type=int, default=256)
+    ap.add_argument("--episodes", type=int, default=4)
+    ap.add_argument("--first", type=int, default=256, help="also report the first this many scenes alone")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args()
+    for r in a.runs:
+        if not (r / "checkpoints" / "latest.safetensors").is_file():
+            raise SystemExit(f"{r}: no checkpoints/latest.safetensors (give run directories)")
+    torch.set_num_threads(a.threads)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip()
+    t0, load0, rows = time.perf_counter(), os.getloadavg(), []
+    n_scenes = scene_count(a.scenes)
+    for r in a.runs:
+        row = {"run": str(r)}
+        for mode, greedy in (("sampled", False), ("greedy", True)):
+            rec = SceneCounts(a.episodes, n_scenes)
+            with tempfile.TemporaryDirectory() as tmp:
+                m = evaluate(EvalConfig(checkpoint=str(r / "checkpoints" / "latest"), mode="self_play",
+                                        scenarios=a.scenes, num_envs=a.envs, episodes=a.episodes, greedy=greedy,
+                                        device="cpu", out=Path(tmp) / "eval.json"), on_step=rec)
+            s = rec.summary(a.first)
+            if s["ego_episodes"] != m["ego_trials"]:  # the hook counts what the evaluation counts
+                raise RuntimeError(f"{r} {mode}: {s['ego_episodes']} ego-episodes counted, evaluation has {m['ego_trials']}")
+            s["evaluation"] = {"goal_rate": m["trial_0_goal_rate"],
+                               "collision_plus_offroad": m["trial_0_collision_rate"] + m["trial_0_offroad_rate"]}
+            row[mode] = s
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    out = {"benchmark": "drive_selfplay_heldout", "scenes": a.scenes, "envs": a.envs, "episodes": a.episodes,
+           "commit": commit, "nproc": os.cpu_count(), "threads": a.threads, "loadavg_start": load0,
+           "loadavg_end": os.getloadavg(), "wall_s": round(time.perf_counter() - t0, 1), "runs": rows}
+    line = json.dumps(out)
+    if a.out is not None:
+        a.out.write_text(line + "\n")
+    print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
