@@ -136,3 +136,31 @@ def test_selfplay_yield_preset_runs_an_update(tmp_path):
     cfg.root, cfg.run_name, cfg.show_progress = str(tmp_path), "y", False
     out = train(cfg)
     assert out["update"] == 1 and "env/goal_rate" in out
+
+
+def test_heldout_scene_counts_equal_the_evaluation(tmp_path):
+    """`benchmarks/drive_selfplay_heldout.py` counts per scene exactly what the evaluation counts in total."""
+    import importlib.util
+    from pathlib import Path
+
+    from ttlab.drive.evaluate import evaluate
+
+    cfg = selfplay()
+    cfg.env.num_envs, cfg.rollout_steps, cfg.total_agent_steps = 4, 16, 4 * 8 * 16
+    cfg.scenarios = "procedural:n=4,agents=8"
+    cfg.root, cfg.run_name, cfg.show_progress = str(tmp_path), "h", False
+    train(cfg)
+    spec = importlib.util.spec_from_file_location(
+        "drive_selfplay_heldout", Path(__file__).resolve().parents[2] / "benchmarks" / "drive_selfplay_heldout.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rec = mod.SceneCounts(episodes=2, num_scenes=6)
+    m = evaluate(EvalConfig(checkpoint=str(tmp_path / "drive" / "h" / "checkpoints" / "latest"), mode="self_play",
+                            scenarios="procedural:n=6,agents=8,seed=1000", num_envs=3, episodes=2, device="cpu",
+                            out=tmp_path / "e.json"), on_step=rec)
+    s = rec.summary(first=3)
+    assert s["ego_episodes"] == m["ego_trials"] == 3 * 2 * 8
+    assert s["goal_rate"] == pytest.approx(m["trial_0_goal_rate"], abs=1e-5)
+    assert s["collision_plus_offroad"] == pytest.approx(m["trial_0_collision_rate"] + m["trial_0_offroad_rate"], abs=1e-5)
+    assert s["collision_plus_offroad"] > 0  # an untrained policy crashes: the counts see real events
+    assert mod.scene_count("procedural:n=6,agents=8,seed=1000") == 6
