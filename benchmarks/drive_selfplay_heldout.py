@@ -3,10 +3,12 @@
 `drive_selfplay.py` evaluates on 256 held-out scenes (2048 ego-episodes). Vehicles of one scene share its
 difficulty, so the 2048 outcomes are not independent: the standard error that matters is over scenes. This
 script evaluates each run's final checkpoint (`RUN_DIR/checkpoints/latest`) in self-play on `--scenes`
-(default: the first 1024 procedural scenes of held-out seed 1000, whose first 256 are the usual set), sampled
-and greedy, and reports per run: goal rate, collision + offroad, the scene-clustered standard error of
-collision + offroad (the spread of per-scene rates over sqrt(scenes)), and the same rates on the first 256
-scenes alone. Writes `--out` and prints ONE JSON line last.
+(default: the pool of the first 1024 procedural scenes of held-out seed 1000, whose first 256 are the usual set;
+the evaluation draws an env's scene from the pool at random, with replacement, so 256 envs x 4 episodes play
+about 650 distinct scenes), sampled and greedy, and reports per run: goal rate, collision + offroad (as the
+evaluation sums them), its scene-clustered standard error (`cluster_ratio_stderr`: a ratio estimator's
+error with the scenes as clusters), and the same rates on the scenes of the first 256 alone. Writes `--out`
+and prints ONE JSON line last.
 
     python benchmarks/drive_selfplay_heldout.py runs/drive/pkinc_s0 runs/drive/sp_n2048 \\
         --out benchmarks/results/drive_selfplay_heldout1024.json
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import tempfile
@@ -28,15 +29,29 @@ import torch
 from ttlab.drive.evaluate import EvalConfig, evaluate
 
 
+def cluster_ratio_stderr(bad: torch.Tensor, egos: torch.Tensor) -> float:
+    """Standard error of the pooled rate R = sum(bad) / sum(egos) when the units are clusters (scenes) of
+    correlated outcomes: sqrt(S / (S - 1) * sum_s (bad_s - R egos_s)^2) / sum(egos), over the S clusters with
+    egos_s > 0 (the linearised ratio estimator). Equal cluster sizes give std(per-cluster rate) / sqrt(S)."""
+    keep = egos > 0
+    b, e = bad[keep].double(), egos[keep].double()  # (S,)
+    n = int(keep.sum())
+    if n < 2:
+        return float("nan")
+    r = b.sum() / e.sum()
+    return float(torch.sqrt(n / (n - 1) * ((b - r * e) ** 2).sum()) / e.sum())
+
+
 class SceneCounts:
     """on_step hook of `evaluate`: per scene, the controlled vehicles that started an episode and how many of them
-    reached the goal / collided or went offroad, counted (as the evaluation counts) in each env's first `episodes`."""
+    reached the goal / collided / went offroad, counted (as the evaluation counts) in each env's first `episodes`."""
 
     def __init__(self, episodes: int, num_scenes: int) -> None:
         self.episodes = episodes
         self.egos = torch.zeros(num_scenes, dtype=torch.long)
         self.goals = torch.zeros(num_scenes, dtype=torch.long)
-        self.bad = torch.zeros(num_scenes, dtype=torch.long)
+        self.collisions = torch.zeros(num_scenes, dtype=torch.long)
+        self.offroads = torch.zeros(num_scenes, dtype=torch.long)
         self.scene: torch.Tensor | None = None  # (E,) the scene each env played during the step
         self.done: torch.Tensor | None = None  # (E,) episodes finished before the step
         self.fresh: torch.Tensor | None = None  # (E,) bool: the step was an episode's first
@@ -53,23 +68,27 @@ class SceneCounts:
         ev = env.last_events
         c = counted.unsqueeze(1)
         self.goals.index_add_(0, self.scene, (ev["goal"] & c).sum(1))
-        self.bad.index_add_(0, self.scene, ((ev["collision"] | ev["offroad"]) & c).sum(1))
+        self.collisions.index_add_(0, self.scene, (ev["collision"] & c).sum(1))
+        self.offroads.index_add_(0, self.scene, (ev["offroad"] & c).sum(1))
         self.fresh = env.ep_step == 0  # a reset followed this step: the next step is a first one
         self.done = env.trial_metrics.episodes_done.clone()
         self.scene = env.scene.clone()
 
     def summary(self, first: int) -> dict:
-        played = self.egos > 0
-        rate = self.bad[played].double() / self.egos[played].double()  # (S,) per-scene collision + offroad
-        n = int(played.sum())
-        head = played.clone()
-        head[first:] = False
-        return {"scenes": n, "ego_episodes": int(self.egos.sum()),
+        """Pooled rates over every played scene and over the played scenes among the first `first`. Collision +
+        offroad is the sum of the two rates, as the evaluation reports it (a vehicle with both counts twice)."""
+        bad = self.collisions + self.offroads  # (S,)
+        head = torch.zeros_like(self.egos, dtype=torch.bool)
+        head[:first] = True
+        return {"scenes": int((self.egos > 0).sum()), "ego_episodes": int(self.egos.sum()),
                 "goal_rate": round(float(self.goals.sum() / self.egos.sum()), 5),
-                "collision_plus_offroad": round(float(self.bad.sum() / self.egos.sum()), 5),
-                "stderr_scenes": round(float(rate.std() / math.sqrt(max(n, 1))), 5),
-                f"first_{first}": {"goal_rate": round(float(self.goals[head].sum() / self.egos[head].sum()), 5),
-                                   "collision_plus_offroad": round(float(self.bad[head].sum() / self.egos[head].sum()), 5)}}
+                "collision_plus_offroad": round(float(bad.sum() / self.egos.sum()), 5),
+                "stderr_scenes": round(cluster_ratio_stderr(bad, self.egos), 5),
+                "stderr_goal_scenes": round(cluster_ratio_stderr(self.goals, self.egos), 5),
+                f"first_{first}": {"scenes": int((self.egos[head] > 0).sum()),
+                                   "goal_rate": round(float(self.goals[head].sum() / self.egos[head].sum()), 5),
+                                   "collision_plus_offroad": round(float(bad[head].sum() / self.egos[head].sum()), 5),
+                                   "stderr_scenes": round(cluster_ratio_stderr(bad[head], self.egos[head]), 5)}}
 
 
 def scene_count(spec: str) -> int:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
 
 from ttlab.drive.evaluate import EvalConfig, env_config
 from ttlab.drive.presets import TRAIN_PRESETS, debug, selfplay
+from ttlab.drive.scenarios import load_scenarios
 from ttlab.drive.train import train
 
 
@@ -163,4 +165,32 @@ def test_heldout_scene_counts_equal_the_evaluation(tmp_path):
     assert s["goal_rate"] == pytest.approx(m["trial_0_goal_rate"], abs=1e-5)
     assert s["collision_plus_offroad"] == pytest.approx(m["trial_0_collision_rate"] + m["trial_0_offroad_rate"], abs=1e-5)
     assert s["collision_plus_offroad"] > 0  # an untrained policy crashes: the counts see real events
+    # per scene: every draw of a scene starts all its vehicles, so a scene's egos are a multiple of its size
+    sizes = torch.tensor([int(sc.valid[:, 0].sum()) for sc in load_scenarios("procedural:n=6,agents=8,seed=1000")])
+    assert bool(((rec.egos % sizes) == 0).all()) and int(rec.egos.sum()) == s["ego_episodes"]
+    for events in (rec.goals, rec.collisions, rec.offroads):  # no scene has more events than vehicles started
+        assert bool((events <= rec.egos).all())
+    assert s["first_3"]["scenes"] == int((rec.egos[:3] > 0).sum())
+
+
+def test_cluster_ratio_stderr():
+    """The scene-clustered standard error: equal clusters give std(rates) / sqrt(S); unequal ones weight by size;
+    one cluster has none."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "drive_selfplay_heldout", Path(__file__).resolve().parents[2] / "benchmarks" / "drive_selfplay_heldout.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    bad, egos = torch.tensor([0, 2, 1, 5]), torch.tensor([8, 8, 8, 8])
+    rates = bad.double() / 8
+    assert mod.cluster_ratio_stderr(bad, egos) == pytest.approx(float(rates.std() / 2), rel=1e-12)
+    # unplayed scenes are left out; a cluster twice as large counts twice
+    bad2, egos2 = torch.tensor([0, 4, 1, 0]), torch.tensor([8, 16, 8, 0])
+    r = 5 / 32
+    want = (3 / 2 * ((0 - r * 8) ** 2 + (4 - r * 16) ** 2 + (1 - r * 8) ** 2)) ** 0.5 / 32
+    assert mod.cluster_ratio_stderr(bad2, egos2) == pytest.approx(want, rel=1e-12)
+    assert mod.cluster_ratio_stderr(torch.tensor([1]), torch.tensor([8])) != mod.cluster_ratio_stderr(
+        torch.tensor([1]), torch.tensor([8]))  # nan: no spread from one scene
     assert mod.scene_count("procedural:n=6,agents=8,seed=1000") == 6
