@@ -50,7 +50,8 @@ class PolicyConfig:
     exits, for the hidden-exit benchmark); trained by `PPOConfig.aux_task_coef`, never a policy input. 0 = none."""
     partner_encoder: str = "linear"
     """Per-partner encoder before the max-pool: "linear" (PufferDrive's Linear -> LayerNorm -> Linear) or "mlp"
-    (nonlinear, and sees the ego's speed: `policy.encoders`)."""
+    (nonlinear, and sees the ego's speed) or "kinematic" ("mlp" plus each partner's relative velocity and
+    constant-velocity closest approach): `policy.encoders`."""
     intent_floor: float = 0.0
     """Exit intent (`EnvConfig.exit_intent`): every candidate keeps at least this / M probability at a trial's first
     tick (`policy.intent.joint_logits`). 0 = the plain softmax."""
