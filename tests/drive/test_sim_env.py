@@ -328,3 +328,9 @@ def test_conflict_reward_is_paid_per_tick_on_a_collision_course():
         torch.testing.assert_close(r1 - r0, want, rtol=0, atol=1e-6)
         flagged += int((danger & in_play).sum())
     assert flagged > 0  # random driving in 8-vehicle scenes meets collision courses
+
+
+@pytest.mark.parametrize("field", ["conflict_horizon", "conflict_radius"])
+def test_conflict_geometry_must_be_positive(field):
+    with pytest.raises(ValueError, match=field):
+        EnvConfig(reward_conflict=-0.05, **{field: 0.0}).validate()

@@ -107,7 +107,9 @@ class EnvConfig:
     reward_conflict: float = 0.0
     """Reward per tick on a collision course (`reward.conflict`: another vehicle's constant-velocity closest
     approach within `conflict_radius` m in the next `conflict_horizon` s), for each ego in play. A dense signal
-    for what a collision penalty rewards only when it is too late: giving way. 0 = off."""
+    for what a collision penalty rewards only when it is too late: giving way. 0 = off. Read from the tick's new
+    positions and speeds, before this tick's goal / collision removals take effect, so a vehicle leaving on this
+    tick still counts as a partner for it (one tick of signal; by design simple, not a collision model)."""
     conflict_horizon: float = 2.0
     """Seconds ahead a collision course is looked for."""
     conflict_radius: float = 3.0
@@ -207,6 +209,9 @@ class EnvConfig:
         for name in ("num_envs", "max_agents", "k_trials", "trial_length", "episode_length", "report_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"EnvConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("conflict_horizon", "conflict_radius"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"EnvConfig.{name} must be > 0, got {getattr(self, name)}")
 
 
 def debug() -> EnvConfig:
