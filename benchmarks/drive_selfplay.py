@@ -34,13 +34,15 @@ CURVE_KEYS = ("env/goal_rate", "env/collision_rate", "env/offroad_rate", "env/sc
               "losses/approx_kl", "losses/entropy", "charts/learning_rate")
 
 
-def held_out_rates(stem: Path, scenes: str, envs: int, episodes: int, greedy: bool, out: Path) -> dict:
+def held_out_rates(stem: Path, scenes: str, envs: int, episodes: int, greedy: bool, out: Path,
+                   scene_order: str = "random") -> dict:
     """Self-play evaluation of the checkpoint on `scenes`: one trial per episode, every vehicle the policy's."""
     m = evaluate(EvalConfig(checkpoint=str(stem), mode="self_play", scenarios=scenes, num_envs=envs, episodes=episodes,
-                            greedy=greedy, device="cpu", out=out))
+                            greedy=greedy, scene_order=scene_order, device="cpu", out=out))
     goal, coll, off = m["trial_0_goal_rate"], m["trial_0_collision_rate"], m["trial_0_offroad_rate"]
     return {"goal_rate": goal, "collision_rate": coll, "offroad_rate": off, "score": m["trial_0_score"],
-            "collision_plus_offroad": coll + off, "ego_episodes": m["ego_trials"], "scenes": m["scenarios"]}
+            "collision_plus_offroad": coll + off, "ego_episodes": m["ego_trials"], "scenes": m["scenarios"],
+            "scene_order": scene_order}
 
 
 def main() -> int:
@@ -54,6 +56,9 @@ def main() -> int:
     ap.add_argument("--eval-episodes", type=int, default=4)
     ap.add_argument("--eval-scenes", default="",
                     help="held-out scene source (default: the training source with procedural seed + 1000)")
+    ap.add_argument("--eval-scene-order", choices=("random", "cycle"), default="random",
+                    help="held-out scenes drawn at random with replacement, or cycled (eval-envs x eval-episodes "
+                         "= n plays each scene once; `ttlab drive eval --scene-order`)")
     ap.add_argument("--eval-train", action="store_true",
                     help="also evaluate on the training scenes (the train / held-out gap)")
     ap.add_argument("--eval-only", type=Path, default=None, metavar="RUN_DIR",
@@ -125,8 +130,9 @@ def main() -> int:
         stem, selection = select_checkpoint(Path(last["run_dir"]), last["update"], args)
     train_min = (time.perf_counter() - t_train) / 60  # selection counts as training time
     ev = Path(last["run_dir"]) / "eval"
-    sampled = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, False, ev / "sampled.json")
-    greedy = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, True, ev / "greedy.json")
+    order = args.eval_scene_order
+    sampled = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, False, ev / "sampled.json", order)
+    greedy = held_out_rates(stem, scenes, args.eval_envs, args.eval_episodes, True, ev / "greedy.json", order)
     on_train = {}
     if args.eval_train:  # same protocol on the scenes it trained on
         on_train = {"train_scenes": held_out_rates(stem, cfg.scenarios, args.eval_envs, args.eval_episodes, False,

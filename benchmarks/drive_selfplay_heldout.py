@@ -105,6 +105,9 @@ def main() -> int:
     ap.add_argument("--scenes", default="procedural:n=1024,agents=8,seed=1000")
     ap.add_argument("--envs", type=int, default=256)
     ap.add_argument("--episodes", type=int, default=4)
+    ap.add_argument("--scene-order", choices=("random", "cycle"), default="random",
+                    help="random: scenes drawn with replacement (as drive_selfplay.py evaluates); cycle: with envs x "
+                         "episodes = n, every scene of the pool exactly once")
     ap.add_argument("--first", type=int, default=256, help="also report the first this many scenes alone")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
@@ -124,7 +127,7 @@ def main() -> int:
             with tempfile.TemporaryDirectory() as tmp:
                 m = evaluate(EvalConfig(checkpoint=str(r / "checkpoints" / "latest"), mode="self_play",
                                         scenarios=a.scenes, num_envs=a.envs, episodes=a.episodes, greedy=greedy,
-                                        device="cpu", out=Path(tmp) / "eval.json"), on_step=rec)
+                                        scene_order=a.scene_order, device="cpu", out=Path(tmp) / "eval.json"), on_step=rec)
             s = rec.summary(a.first)
             if s["ego_episodes"] != m["ego_trials"]:  # the hook counts what the evaluation counts
                 raise RuntimeError(f"{r} {mode}: {s['ego_episodes']} ego-episodes counted, evaluation has {m['ego_trials']}")
@@ -133,7 +136,8 @@ def main() -> int:
             row[mode] = s
         rows.append(row)
         print(json.dumps(row), flush=True)
-    out = {"benchmark": "drive_selfplay_heldout", "scenes": a.scenes, "envs": a.envs, "episodes": a.episodes,
+    out = {"benchmark": "drive_selfplay_heldout", "scenes": a.scenes, "scene_order": a.scene_order, "envs": a.envs,
+           "episodes": a.episodes,
            "commit": commit, "nproc": os.cpu_count(), "threads": a.threads, "loadavg_start": load0,
            "loadavg_end": os.getloadavg(), "wall_s": round(time.perf_counter() - t0, 1), "runs": rows}
     line = json.dumps(out)

@@ -171,6 +171,14 @@ def test_heldout_scene_counts_equal_the_evaluation(tmp_path):
     for events in (rec.goals, rec.collisions, rec.offroads):  # no scene has more events than vehicles started
         assert bool((events <= rec.egos).all())
     assert s["first_3"]["scenes"] == int((rec.egos[:3] > 0).sum())
+    # scene_order=cycle: 3 envs x 2 episodes play the pool of 6 exactly once, so every scene starts its 8 vehicles
+    cyc = mod.SceneCounts(episodes=2, num_scenes=6)
+    m2 = evaluate(EvalConfig(checkpoint=str(tmp_path / "drive" / "h" / "checkpoints" / "latest"), mode="self_play",
+                             scenarios="procedural:n=6,agents=8,seed=1000", num_envs=3, episodes=2, device="cpu",
+                             scene_order="cycle", out=tmp_path / "c.json"), on_step=cyc)
+    assert cyc.egos.tolist() == [8] * 6 and m2["ego_trials"] == 48 and m2["scene_order"] == "cycle"
+    assert cyc.summary(first=3)["collision_plus_offroad"] == pytest.approx(
+        m2["trial_0_collision_rate"] + m2["trial_0_offroad_rate"], abs=1e-5)
 
 
 def test_cluster_ratio_stderr():

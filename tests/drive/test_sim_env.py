@@ -334,3 +334,23 @@ def test_conflict_reward_is_paid_per_tick_on_a_collision_course():
 def test_conflict_geometry_must_be_positive(field):
     with pytest.raises(ValueError, match=field):
         EnvConfig(reward_conflict=-0.05, **{field: 0.0}).validate()
+
+
+def test_scene_order_cycle_plays_env_e_episode_k_on_scene_e_plus_k_envs():
+    from ttlab.drive.scenarios.pool import build_pool
+    from ttlab.drive.scenarios.procedural import generate_pool_scenarios
+
+    pool = build_pool(generate_pool_scenarios(5, seed=3, num_agents=4), max_agents=4)
+    env = DriveEnv(EnvConfig(num_envs=2, max_agents=4, goal_behavior="trial", k_trials=1, trial_length=6,
+                             scene_order="cycle"), pool, seed=0)
+    env.reset()
+    seen = [[int(s)] for s in env.scene]
+    g = torch.Generator().manual_seed(0)
+    while min(len(x) for x in seen) < 4:
+        env.step(torch.randint(0, env.num_actions, (2, 4), generator=g))
+        for e in range(2):
+            if int(env.ep_step[e]) == 0:  # a new episode started on this env
+                seen[e].append(int(env.scene[e]))
+    assert [x[:4] for x in seen] == [[0, 2, 4, 1], [1, 3, 0, 2]]
+    with pytest.raises(ValueError, match="scene_order"):
+        EnvConfig(scene_order="sequential").validate()

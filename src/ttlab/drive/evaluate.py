@@ -73,6 +73,10 @@ class EvalConfig:
     """Partner slots (must match training; default: the checkpoint's)."""
     road_slots: int | None = None
     """Road slots (must match training; default: the checkpoint's)."""
+    scene_order: str = "random"
+    """random: each env's episodes draw scenes from the pool at random, with replacement | cycle: env e's k-th
+    episode plays scene (e + k * num_envs) mod pool size, so num_envs x episodes episodes play a pool of that
+    size exactly once (`EnvConfig.scene_order`)."""
     greedy: bool = False
     """Take the most likely action instead of sampling."""
     seed: int = 0
@@ -119,7 +123,8 @@ def env_config(cfg: EvalConfig, trained: EnvConfig | None = None) -> EnvConfig:
                 warnings.warn(f"--{k.replace('_', '-')} {v} overrides the checkpoint's {k}={getattr(base, k)}",
                               stacklevel=2)
             changes[k] = v
-    env = dataclasses.replace(base, num_envs=cfg.num_envs, goal_behavior="trial", reuse_obs=False, **changes)
+    env = dataclasses.replace(base, num_envs=cfg.num_envs, goal_behavior="trial", reuse_obs=False,
+                              scene_order=cfg.scene_order, **changes)
     if cfg.mode == "self_play":
         env = dataclasses.replace(env, k_trials=1, hidden_goal=False, control_mode="all")
     elif cfg.mode == "human_replay":  # the ego among every logged agent replaying the human log
@@ -221,6 +226,11 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
     scenarios = cfg.scenarios or held_out(ck.get("scenarios", "procedural:n=64"), int(ck.get("seed", 0)))
     env = make_env(env_cfg, scenarios, device, cfg.seed)
     policy = load_policy(cfg.checkpoint, env, device).eval()
+    pool_size = env.view.P
+    if cfg.scene_order == "cycle" and (env.num_envs * cfg.episodes) % pool_size:
+        warnings.warn(f"--scene-order cycle: {env.num_envs} envs x {cfg.episodes} episodes = "
+                      f"{env.num_envs * cfg.episodes} episodes do not cover the {pool_size} scenes of {scenarios} "
+                      "evenly (some play once more than others)", stacklevel=2)
     K = env_cfg.k_trials
     paired = PairedTrials(env.trial_metrics, env.num_envs, env.num_agents, K, cfg.episodes, device)
     env.trial_metrics = paired
@@ -258,7 +268,8 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
             recorder.capture()
     out = {"mode": cfg.mode, "checkpoint": cfg.checkpoint, "scenarios": scenarios, "k_trials": K,
            "trial_length": env_cfg.trial_length, "control_mode": env_cfg.control_mode, "num_envs": env.num_envs,
-           "agents_per_env": env.num_agents, "env_steps": steps, **paired.summary()}
+           "agents_per_env": env.num_agents, "scene_order": cfg.scene_order, "pool_scenes": pool_size, "env_steps": steps,
+           **paired.summary()}
     if recorder is not None:
         from ttlab.drive.render import write_video
 

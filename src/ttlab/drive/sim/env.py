@@ -158,6 +158,10 @@ class EnvConfig:
     """Each observed partner also shows its last applied command (accel, steer over their bounds): what brake
     lights and a turn signal tell a human driver, which one frame of positions and speeds does not. 0 for a
     partner replaying its log."""
+    scene_order: str = "random"
+    """Which pool scene an env's next episode plays: random (drawn with replacement, a pure function of seed, env and
+    episode; training's default) | cycle (env e's k-th episode plays scene (e + k * num_envs) mod pool size, so
+    num_envs x k episodes cover a pool of that size exactly once: an evaluation over a fixed scene set)."""
     priority: bool = False
     """Right-of-way token: every vehicle draws a number in [0, 1) per episode (a pure function of seed, env,
     episode and slot), shown in its own ego features and in every partner row that shows it, so that two copies of
@@ -188,6 +192,7 @@ class EnvConfig:
                 raise ValueError(f"EnvConfig.{name}={value!r}: expected one of {allowed}")
 
         check("dynamics", self.dynamics, ("classic", "jerk"))
+        check("scene_order", self.scene_order, ("random", "cycle"))
         check("action", self.action, ("discrete", "continuous"))
         check("goal_behavior", self.goal_behavior, GOAL_BEHAVIOURS)
         check("collision_behavior", self.collision_behavior, EVENT_BEHAVIOURS)
@@ -350,7 +355,10 @@ class DriveEnv:
     # ---- per-episode draws: pure functions of (seed, env, episode number) ----
     def _draw(self) -> None:
         ep, ids, s = self.episode, self.env_ids, self.seed
-        self.scene = rng.randint(self.view.P, ids, ep, s, 0)  # (E,)
+        if self.cfg.scene_order == "cycle":
+            self.scene = (ids + ep * self.num_envs) % self.view.P  # (E,)
+        else:
+            self.scene = rng.randint(self.view.P, ids, ep, s, 0)  # (E,)
         self.style = rng.randint(self.view.replay_log[2], ids, ep, s, 1)  # (E,)
         a = torch.arange(self.num_agents, device=self.device).unsqueeze(0)
         self.true_goal = None
