@@ -13,6 +13,24 @@ from ttlab.drive.scenarios import load_scenarios
 from ttlab.drive.train import train
 
 
+def _tiny(cfg, tmp_path, name: str) -> None:
+    """Shrink a self-play preset to one update of 4 envs x 16 steps on 4 scenes, run under tmp_path/drive/name."""
+    cfg.env.num_envs, cfg.rollout_steps, cfg.total_agent_steps = 4, 16, 4 * 8 * 16
+    cfg.scenarios = "procedural:n=4,agents=8"
+    cfg.root, cfg.run_name, cfg.show_progress = str(tmp_path), name, False
+
+
+def _heldout_module():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "drive_selfplay_heldout", Path(__file__).resolve().parents[2] / "benchmarks" / "drive_selfplay_heldout.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_time_limit_stops_training_early_with_a_checkpoint(tmp_path):
     cfg = debug()
     cfg.root, cfg.run_name = str(tmp_path), "t"
@@ -36,9 +54,7 @@ def test_selfplay_trains_exactly_the_task_self_play_eval_measures():
 
 def test_selfplay_preset_runs_an_update(tmp_path):
     cfg = selfplay()
-    cfg.env.num_envs, cfg.rollout_steps, cfg.total_agent_steps = 4, 16, 4 * 8 * 16
-    cfg.scenarios = "procedural:n=4,agents=8"
-    cfg.root, cfg.run_name, cfg.show_progress = str(tmp_path), "s", False
+    _tiny(cfg, tmp_path, "s")
     out = train(cfg)
     assert out["update"] == 1 and "env/goal_rate" in out and "losses/approx_kl" in out
 
@@ -133,29 +149,19 @@ def test_selfplay_yield_preset_runs_an_update(tmp_path):
     from ttlab.drive.presets import selfplay_yield
 
     cfg = selfplay_yield()
-    cfg.env.num_envs, cfg.rollout_steps, cfg.total_agent_steps = 4, 16, 4 * 8 * 16
-    cfg.scenarios = "procedural:n=4,agents=8"
-    cfg.root, cfg.run_name, cfg.show_progress = str(tmp_path), "y", False
+    _tiny(cfg, tmp_path, "y")
     out = train(cfg)
     assert out["update"] == 1 and "env/goal_rate" in out
 
 
 def test_heldout_scene_counts_equal_the_evaluation(tmp_path):
     """`benchmarks/drive_selfplay_heldout.py` counts per scene exactly what the evaluation counts in total."""
-    import importlib.util
-    from pathlib import Path
-
     from ttlab.drive.evaluate import evaluate
 
     cfg = selfplay()
-    cfg.env.num_envs, cfg.rollout_steps, cfg.total_agent_steps = 4, 16, 4 * 8 * 16
-    cfg.scenarios = "procedural:n=4,agents=8"
-    cfg.root, cfg.run_name, cfg.show_progress = str(tmp_path), "h", False
+    _tiny(cfg, tmp_path, "h")
     train(cfg)
-    spec = importlib.util.spec_from_file_location(
-        "drive_selfplay_heldout", Path(__file__).resolve().parents[2] / "benchmarks" / "drive_selfplay_heldout.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _heldout_module()
     rec = mod.SceneCounts(episodes=2, num_scenes=6)
     m = evaluate(EvalConfig(checkpoint=str(tmp_path / "drive" / "h" / "checkpoints" / "latest"), mode="self_play",
                             scenarios="procedural:n=6,agents=8,seed=1000", num_envs=3, episodes=2, device="cpu",
@@ -184,13 +190,7 @@ def test_heldout_scene_counts_equal_the_evaluation(tmp_path):
 def test_cluster_ratio_stderr():
     """The scene-clustered standard error: equal clusters give std(rates) / sqrt(S); unequal ones weight by size;
     one cluster has none."""
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location(
-        "drive_selfplay_heldout", Path(__file__).resolve().parents[2] / "benchmarks" / "drive_selfplay_heldout.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _heldout_module()
     bad, egos = torch.tensor([0, 2, 1, 5]), torch.tensor([8, 8, 8, 8])
     rates = bad.double() / 8
     assert mod.cluster_ratio_stderr(bad, egos) == pytest.approx(float(rates.std() / 2), rel=1e-12)
