@@ -185,6 +185,10 @@ def test_heldout_scene_counts_equal_the_evaluation(tmp_path):
     assert cyc.egos.tolist() == [8] * 6 and m2["ego_trials"] == 48 and m2["scene_order"] == "cycle"
     assert cyc.summary(first=3)["collision_plus_offroad"] == pytest.approx(
         m2["trial_0_collision_rate"] + m2["trial_0_offroad_rate"], abs=1e-5)
+    with pytest.warns(UserWarning, match="do not cover the 6 scenes"):  # 3 envs x 1 episode: half the pool
+        evaluate(EvalConfig(checkpoint=str(tmp_path / "drive" / "h" / "checkpoints" / "latest"), mode="self_play",
+                            scenarios="procedural:n=6,agents=8,seed=1000", num_envs=3, episodes=1, device="cpu",
+                            scene_order="cycle", out=tmp_path / "c1.json"))
 
 
 def test_cluster_ratio_stderr():
