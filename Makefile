@@ -31,7 +31,7 @@ test-all: $(VENV)/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
-	@for b in benchmarks/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	$(PY) benchmarks/bench_all.py
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check src tests benchmarks

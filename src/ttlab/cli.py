@@ -10,6 +10,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from ttlab import __version__
+from ttlab.common.errors import EXIT_USAGE, pop_debug, run_guarded, set_debug
+
 SYSTEMS = {
     "drive": ("ttlab.drive.cli", "batched multi-agent driving sim, multi-trial episodes, PPO (transformer KV cache)"),
     "discover": ("ttlab.discover.cli", "TTT-Discover: programs for math constructions, PUCT, entropic GRPO, sandbox"),
@@ -23,19 +26,18 @@ USAGE = "usage: ttlab {drive,discover,wm,demo} ... [--help]\n\ncommands:\n" + "\
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    debug, argv = pop_debug(sys.argv[1:] if argv is None else argv)
+    set_debug(debug)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0
     if argv[0] in ("--version", "-V"):
-        from ttlab import __version__
-
         print(__version__)
         return 0
     cmd, rest = argv[0], argv[1:]
     if cmd not in SYSTEMS:
-        print(f"ttlab: unknown command {cmd!r}\n\n{USAGE}", file=sys.stderr)
-        return 2
+        print(f"ttlab: error: unknown command {cmd!r} (expected one of: {', '.join(SYSTEMS)})", file=sys.stderr)
+        return EXIT_USAGE
     module_name = SYSTEMS[cmd][0]
     try:
         module = importlib.import_module(module_name)
@@ -46,8 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   file=sys.stderr)
             return 1
         raise
-    rc = module.main(rest)
-    return int(rc or 0)
+    return run_guarded(f"ttlab {cmd}", lambda: module.main(rest))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.config import parse_config
+from ttlab.common.errors import UserError
 
 STAGES = {"drive": "ttlab.drive.demo", "discover": "ttlab.discover.demo", "wm": "ttlab.worldmodel.demo"}
 
@@ -56,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(DemoConfig, argv=argv, prog="ttlab demo")
     unknown = [s for s in cfg.stages if s not in STAGES]
     if unknown:
-        print(f"ttlab demo: unknown stage(s) {unknown}; choose from {list(STAGES)}")
-        return 2
+        raise UserError(f"--stages: unknown stage(s) {unknown}; choose from {list(STAGES)}")
     cfg.out.mkdir(parents=True, exist_ok=True)
     lines = ["# ttlab demo summary", ""]
     bad = 0

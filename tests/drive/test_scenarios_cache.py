@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from ttlab.common.errors import UserError
 from ttlab.drive.scenarios.cache import INDEX, CacheError, convert, load_cache
 from ttlab.drive.scenarios.convert_cmd import main as convert_main
 from ttlab.drive.scenarios.pool import load_pool, load_scenarios
@@ -87,7 +88,8 @@ def test_convert_cli_skips_bad_files_by_name(src, tmp_path, capsys):
     assert convert_main([str(src), str(out), "--workers", "1", "--skip-bad", "--strict"]) == 0
     captured = capsys.readouterr()
     assert "converted 3/6 scenes" in captured.out and "f_ragged.json: objects[1].heading: 90 entries" in captured.err
-    assert convert_main([str(tmp_path / "missing"), str(out)]) == 2
+    with pytest.raises(UserError, match="missing: no such directory"):
+        convert_main([str(tmp_path / "missing"), str(out)])
 
 
 def test_load_pool_from_every_source(src, tmp_path):

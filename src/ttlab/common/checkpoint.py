@@ -24,14 +24,16 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from ttlab.common.errors import UserError
+
 _TENSOR = "__tensor__"
 _TUPLE = "__tuple__"
 _INTKEYS = "__intkeys__"
 _BYTES = "__bytes__"
 
 
-class CheckpointError(RuntimeError):
-    """A missing, torn or mismatched checkpoint; the message names the file."""
+class CheckpointError(UserError, RuntimeError):
+    """A missing, torn or mismatched checkpoint; the message names the file (a user error at the CLI)."""
 
 
 def _fsync_dir(d: Path) -> None:

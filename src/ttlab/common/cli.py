@@ -1,13 +1,16 @@
-"""Subcommand dispatch for a system's command tree (`ttlab drive render ...`).
+"""Subcommand dispatch for a system's command tree (`ttlab drive render ...`), behind the error boundary.
 
 A system's `cli.py` maps names to `(handler(argv) -> int, one-line help)`; each handler parses its own
-dataclass config with `parse_config`, so `ttlab drive render --help` shows that command's flags.
+dataclass config with `parse_config`, so `ttlab drive render --help` shows that command's flags. A user
+error in any handler prints `ttlab <system> <cmd>: error: <message>` and exits 2 (`ttlab.common.errors`).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
+
+from ttlab.common.errors import EXIT_USAGE, run_guarded
 
 Handler = Callable[[list[str]], int | None]
 
@@ -24,10 +27,7 @@ def dispatch(prog: str, commands: Mapping[str, tuple[Handler, str]], argv: Seque
         return 0
     cmd, rest = argv[0], argv[1:]
     if cmd not in commands:
-        print(f"{prog}: unknown command {cmd!r}\n\n{usage}", file=sys.stderr)
-        return 2
-    try:
-        rc = commands[cmd][0](rest)
-    except SystemExit as e:  # tyro exits on --help / bad flags
-        return int(e.code or 0) if not isinstance(e.code, str) else 2
-    return int(rc or 0)
+        print(f"{prog}: error: unknown command {cmd!r} (expected one of: {', '.join(commands)})", file=sys.stderr)
+        return EXIT_USAGE
+
+    return run_guarded(f"{prog} {cmd}", lambda: commands[cmd][0](rest))

@@ -10,8 +10,11 @@ A preset is a plain function returning a config instance (torchtitan style)::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import json
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -19,11 +22,39 @@ from typing import Any, TypeVar
 
 import tyro
 
+from ttlab.common.errors import UserError, one_line
+
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """A bad flag, preset name or config file; the message names what is wrong."""
+
+
+def _tyro_error_text(captured: str) -> str:
+    """tyro's error box as one line: its title and message, without the help footer and rules."""
+    lines = []
+    for raw in captured.splitlines():
+        line = one_line(raw).strip("|").strip()  # box edges (unicode or, off a terminal, ASCII)
+        if not line or re.fullmatch(r"[-=_+|\s]+", line) or line.startswith("For full helptext"):
+            continue
+        lines.append(line)
+    if len(lines) > 1 and lines[1].lower().startswith(lines[0].lower()):  # the box title repeats the message
+        lines = lines[1:]
+    return " ".join(lines) or "invalid arguments"
+
+
+def _tyro_cli(cls: type[T], default: T, args: list[str], prog: str | None, desc: str) -> T:
+    """tyro.cli, with a parse error raised as ConfigError (one line) instead of printed as a box."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return tyro.cli(cls, default=default, args=args, prog=prog, description=desc)
+    except SystemExit as e:
+        if e.code in (0, None):  # --help: tyro printed it to stdout
+            sys.stderr.write(err.getvalue())
+            raise
+        raise ConfigError(_tyro_error_text(err.getvalue())) from None
 
 
 def _split_preset(argv: Sequence[str]) -> tuple[str | None, list[str]]:
@@ -74,7 +105,7 @@ def parse_config(
     desc = description or (cls.__doc__ or "").strip()
     if presets:
         desc += "\n\npresets (--preset NAME): " + ", ".join(sorted(presets))
-    return tyro.cli(cls, default=default, args=rest, prog=prog, description=desc)
+    return _tyro_cli(cls, default, rest, prog, desc)
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

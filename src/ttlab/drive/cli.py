@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ttlab.common.cli import dispatch
 from ttlab.common.config import parse_config
+from ttlab.drive.sim.env import GoalBehaviour
 
 
 @dataclass
@@ -17,11 +19,11 @@ class RenderConfig:
     """'procedural' or the path of a Waymo/GPUDrive-format JSON scene."""
     out: Path = Path("runs/drive/render.mp4")
     """Output video (.mp4 or .gif)."""
-    actions: str = "replay"
+    actions: Literal["replay", "random"] = "replay"
     """replay (every agent follows its log) | random (policy agents take random actions)."""
     steps: int = 90
     """Ticks to render."""
-    goal_behavior: str = "respawn"
+    goal_behavior: GoalBehaviour = "respawn"
     """respawn | new_goal | stop | trial."""
     k_trials: int = 2
     """Trials per episode when goal_behavior=trial."""
@@ -48,9 +50,6 @@ def render_main(argv: list[str]) -> int:
     from ttlab.drive.sim.sources import json_scene, procedural_scenes, to_pool
 
     cfg = parse_config(RenderConfig, render_presets(), argv, prog="ttlab drive render")
-    if cfg.actions not in ("replay", "random"):
-        print(f"ttlab drive render: --actions {cfg.actions!r}: expected replay or random")
-        return 2
     device = resolve_device(cfg.device)
     scenes = procedural_scenes(1, cfg.seed)[0] if cfg.scene == "procedural" else [json_scene(cfg.scene)]
     env_cfg = EnvConfig(num_envs=1, max_agents=128, goal_behavior=cfg.goal_behavior, k_trials=cfg.k_trials,

@@ -35,6 +35,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 
@@ -53,7 +54,7 @@ class EvalConfig:
 
     checkpoint: str = ""
     """Checkpoint stem, e.g. runs/drive/<run>/checkpoints/latest."""
-    mode: str = "self_play"
+    mode: Literal["self_play", "human_replay", "trial"] = "self_play"
     """self_play | human_replay | trial."""
     scenarios: str | None = None
     """Scene source (default: the training source with a held-out procedural seed, training seed + 1000)."""
@@ -73,7 +74,7 @@ class EvalConfig:
     """Partner slots (must match training; default: the checkpoint's)."""
     road_slots: int | None = None
     """Road slots (must match training; default: the checkpoint's)."""
-    scene_order: str = "random"
+    scene_order: Literal["random", "cycle"] = "random"
     """random: each env's episodes draw scenes from the pool at random, with replacement | cycle: env e's k-th
     episode plays scene (e + k * num_envs) mod pool size, so num_envs x episodes episodes play a pool of that
     size exactly once (`EnvConfig.scene_order`)."""

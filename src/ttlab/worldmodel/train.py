@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, Subset
 
 from ttlab.common.checkpoint import load_checkpoint, save_checkpoint
 from ttlab.common.config import to_dict
+from ttlab.worldmodel.data.sources import detect_format
 from ttlab.worldmodel.diffusion import DiffusionConfig, Objective, sample_window
 from ttlab.worldmodel.distributed import GlobalBatchSampler, global_draws, launched_rank
 from ttlab.worldmodel.metrics import frame_metrics
@@ -356,12 +357,14 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     if cfg.cpu_threads > 0 and dev.type == "cpu":
         torch.set_num_threads(cfg.cpu_threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    run = open_run_dir(cfg)
+    if cfg.data != "toy":
+        detect_format(cfg.data)  # a missing or unreadable dataset fails here, before any run directory exists
     codec = None
     if cfg.codec != "pixel":
         from ttlab.worldmodel.codecs.base import load_codec
 
         codec = load_codec(cfg.codec, "cpu").requires_grad_(False)
+    run = open_run_dir(cfg)
     stats = run.file("action_stats.json")
     if launched_rank() > 0 and not stats.exists():
         stats = None  # another node without rank 0's files: the same statistics, computed here, not saved

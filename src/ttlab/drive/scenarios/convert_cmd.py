@@ -12,6 +12,7 @@ from typing import Annotated
 import tyro
 
 from ttlab.common.config import parse_config
+from ttlab.common.errors import UserError
 
 
 @dataclass
@@ -45,15 +46,12 @@ def main(argv: list[str]) -> int:
 
     cfg = parse_config(ConvertConfig, presets(), argv, prog="ttlab drive convert")
     if cfg.workers < 1 or cfg.shard_size < 1:
-        print("ttlab drive convert: --workers and --shard-size must be >= 1", file=sys.stderr)
-        return 2
+        raise UserError("--workers and --shard-size must be >= 1")
     if not cfg.src.is_dir():
-        print(f"ttlab drive convert: SRC_DIR not found: {cfg.src}", file=sys.stderr)
-        return 2
+        raise UserError(f"SRC_DIR {cfg.src}: no such directory")
     n = len(list(cfg.src.glob("*.json")))
     if n == 0:
-        print(f"ttlab drive convert: no *.json scene files in {cfg.src}", file=sys.stderr)
-        return 2
+        raise UserError(f"SRC_DIR {cfg.src}: no *.json scene files")
     t0 = time.perf_counter()
     with progress(n, "convert") as bar:
         index = convert(cfg.src, cfg.out, cfg.workers, cfg.shard_size, cfg.tolerance, on_progress=bar.advance,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import warnings
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import torch
 
@@ -62,8 +63,10 @@ from ttlab.drive.sim.reward import (
 from ttlab.drive.sim.state import EXPERT, POLICY, PoolView, SimState
 from ttlab.drive.trials import TrialMetrics, trial_end_flags
 
-EVENT_BEHAVIOURS = ("ignore", "stop", "remove")
-GOAL_BEHAVIOURS = ("respawn", "new_goal", "stop", "trial")
+EventBehaviour = Literal["ignore", "stop", "remove"]
+GoalBehaviour = Literal["respawn", "new_goal", "stop", "trial"]
+EVENT_BEHAVIOURS: tuple[str, ...] = get_args(EventBehaviour)
+GOAL_BEHAVIOURS: tuple[str, ...] = get_args(GoalBehaviour)
 
 
 @dataclass
@@ -74,11 +77,11 @@ class EnvConfig:
     """E: parallel envs (scenes)."""
     max_agents: int = 64
     """A: agent slots per env (the first A agents of each scene)."""
-    dynamics: str = "classic"
+    dynamics: Literal["classic", "jerk"] = "classic"
     """classic (kinematic bicycle) | jerk (jerk-limited bicycle)."""
-    action: str = "discrete"
+    action: Literal["discrete", "continuous"] = "discrete"
     """discrete (91 = 7 longitudinal x 13 steering) | continuous (2 in [-1, 1])."""
-    goal_behavior: str = "respawn"
+    goal_behavior: GoalBehaviour = "respawn"
     """respawn | new_goal | stop | trial."""
     k_trials: int = 2
     """Trial mode: trials per episode (K)."""
@@ -94,9 +97,9 @@ class EnvConfig:
     """... at a speed of at most this (m/s)."""
     new_goal_distance: float = 20.0
     """new_goal: the next goal is this many metres further along the route."""
-    collision_behavior: str = "ignore"
+    collision_behavior: EventBehaviour = "ignore"
     """ignore | stop | remove, on a vehicle-vehicle collision."""
-    offroad_behavior: str = "ignore"
+    offroad_behavior: EventBehaviour = "ignore"
     """ignore | stop | remove, on touching a road edge."""
     reward_goal: float = 1.0
     """Reward for reaching the goal."""
@@ -117,7 +120,7 @@ class EnvConfig:
     reward_progress: float = 0.0
     """Potential-based shaping: this times the metres the ego got closer to its `progress_target` this tick
     (Ng et al. 1999: a potential difference, so it leaves the optimal policy unchanged for gamma -> 1). 0 = off."""
-    progress_target: str = "goal"
+    progress_target: Literal["goal", "nearest_exit", "intent"] = "goal"
     """goal (the ego's goal; refused with hidden_goal, it would give the hidden goal away) | nearest_exit (the
     nearest hidden-goal candidate: the same in every world that differs only in the true exit) | intent (the
     candidate the ego picked with `exit_intent`: its own choice, the same in every such world)."""
@@ -127,7 +130,7 @@ class EnvConfig:
     """Lower bounds of the conditioned weights (goal, collision, offroad)."""
     rc_ub: tuple[float, float, float] = (1.5, 0.0, 0.0)
     """Upper bounds of the conditioned weights."""
-    control_mode: str = "all"
+    control_mode: Literal["all", "ego_only", "replay"] = "all"
     """all (every non-expert moving vehicle) | ego_only (first such vehicle; the rest replay logs) | replay (none)."""
     hidden_goal: bool = False
     """Hidden-goal mode: the true goal is one of the scene's goal_candidates, drawn per episode."""
@@ -158,7 +161,7 @@ class EnvConfig:
     """Each observed partner also shows its last applied command (accel, steer over their bounds): what brake
     lights and a turn signal tell a human driver, which one frame of positions and speeds does not. 0 for a
     partner replaying its log."""
-    scene_order: str = "random"
+    scene_order: Literal["random", "cycle"] = "random"
     """Which pool scene an env's next episode plays: random (drawn with replacement, a pure function of seed, env and
     episode; training's default) | cycle (env e's k-th episode plays scene (e + k * num_envs) mod pool size, so
     num_envs x k episodes cover a pool of that size exactly once: an evaluation over a fixed scene set)."""
@@ -177,7 +180,7 @@ class EnvConfig:
     """Nearest others tested for collision (SAT) per agent."""
     limits: DynamicsLimits = field(default_factory=DynamicsLimits)
     """Dynamics bounds."""
-    backend: str = "auto"
+    backend: Literal["auto", "native", "torch"] = "auto"
     """Observations and contact tests: native (C kernels, CPU only; built on first use with the system compiler) |
     torch (the reference, any device) | auto (native on CPU when it builds, torch otherwise)."""
     reuse_obs: bool = False

@@ -1,0 +1,118 @@
+"""`make bench`: every canonical figure in a quick mode, into runs/bench/<figure>/. Prints ONE JSON line last.
+
+    python benchmarks/bench_all.py [--only drive_sim,wm_train] [--out runs/bench]
+
+Quick modes check that each figure's command runs end to end and prints its JSON line; their numbers are
+smoke-sized, not the committed figures (those are in benchmarks/results/<figure>/, each with its command).
+Nothing is written under benchmarks/results/: the run fails if a file there changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def quick_commands(out: Path) -> dict[str, list[str]]:
+    """figure -> the argv (after `python`) of its quick mode, writing under out/<figure>/."""
+    o = {name: out / name for name in (
+        "drive_sim", "drive_train", "drive_adapt", "drive_selfplay", "discover_sandbox", "discover_search",
+        "discover_polish", "discover_tasks", "erdos_basins", "wm_train", "wm_evidence")}
+    return {
+        "drive_sim": ["benchmarks/drive_sim.py", "--steps", "3", "--scenes", "16", "--threads", "1"],
+        "drive_train": ["benchmarks/drive_train.py", "--updates", "1", "--threads", "1"],
+        "drive_adapt": ["benchmarks/drive_adapt.py", "--seeds", "1", "--steps", "20000", "--eval-episodes", "1",
+                        "--out", str(o["drive_adapt"] / "drive_adapt.json"), "--png", str(o["drive_adapt"] / "drive_adapt.png")],
+        "drive_selfplay": ["benchmarks/drive_selfplay.py", "--preset", "selfplay_yield", "--minutes", "0.2",
+                           "--threads", "1", "--eval-envs", "8", "--eval-episodes", "1", "--root", str(o["drive_selfplay"]),
+                           "--eval-scenes", "procedural:n=16,agents=8,seed=1000",
+                           "--out", str(o["drive_selfplay"] / "drive_selfplay.json")],
+        "discover_sandbox": ["benchmarks/discover_sandbox.py", "--programs", "10", "--workers", "1",
+                             "--out", str(o["discover_sandbox"] / "discover_sandbox.json")],
+        "discover_search": ["benchmarks/discover_search.py", "--budget", "40s", "--seeds", "0", "--workers", "1",
+                            "--program-budget-s", "5", "--root", str(o["discover_search"]),
+                            "--out", str(o["discover_search"] / "discover_search.json"),
+                            "--png", str(o["discover_search"] / "discover_search.png")],
+        "discover_polish": ["benchmarks/discover_polish.py", "--budget", "30s", "--round-s", "15",
+                            "--out", str(o["discover_polish"] / "erdos_polish.json")],
+        "discover_tasks": ["benchmarks/discover_tasks.py", "--budget", "20s", "--tasks", "ac1", "--root",
+                           str(o["discover_tasks"]), "--out", str(o["discover_tasks"] / "discover_tasks.json")],
+        "erdos_basins": ["benchmarks/erdos_basins.py", "--multistart", "--n", "20", "--seconds", "5"],
+        "wm_train": ["benchmarks/wm_train.py", "--out", str(o["wm_train"] / "wm_train.json")],
+    }
+
+
+def tree_digest(path: Path) -> str:
+    """A digest of every file's path, size and content under `path`."""
+    h = hashlib.sha256()
+    for p in sorted(path.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(path)).encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench")
+    ap.add_argument("--only", default="", help="comma-separated figures (default: all)")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per figure")
+    a = ap.parse_args()
+    cmds = quick_commands(a.out.resolve())
+    only = [s for s in a.only.split(",") if s]
+    unknown = sorted(set(only) - set(cmds))
+    if unknown:
+        print(f"bench_all: error: unknown figure(s) {unknown}; known: {', '.join(cmds)}", file=sys.stderr)
+        return 2
+    before = tree_digest(RESULTS)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "MPLBACKEND": "Agg", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    rows, t_all = [], time.time()
+    for name, argv in cmds.items():
+        if only and name not in only:
+            continue
+        fig_dir = a.out / name
+        fig_dir.mkdir(parents=True, exist_ok=True)
+        print(f"== {name}: python {' '.join(argv)}", flush=True)
+        t0 = time.time()
+        try:
+            p = subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True,
+                               timeout=a.timeout)
+            rc, out, err = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, out, err = -1, e.stdout or "", f"timed out after {a.timeout:.0f} s"
+            out = out if isinstance(out, str) else out.decode(errors="replace")
+        (fig_dir / "stdout.txt").write_text(out)
+        (fig_dir / "stderr.txt").write_text(err if isinstance(err, str) else err.decode(errors="replace"))
+        lines = [ln for ln in out.splitlines() if ln.strip()]
+        try:
+            last = json.loads(lines[-1]) if lines else None
+        except ValueError:
+            last = None
+        ok = rc == 0 and isinstance(last, dict)
+        if ok:
+            (fig_dir / "result.json").write_text(json.dumps(last) + "\n")
+        rows.append({"figure": name, "ok": ok, "exit": rc, "seconds": round(time.time() - t0, 1)})
+        print(f"   {'ok' if ok else 'FAILED'} ({rows[-1]['seconds']} s)" +
+              ("" if ok else f": exit {rc}; see {fig_dir}/stderr.txt"), flush=True)
+    untouched = tree_digest(RESULTS) == before
+    if not untouched:
+        print("bench_all: error: a benchmark wrote under benchmarks/results/", file=sys.stderr)
+    summary = {"benchmark": "bench_all", "ok": all(r["ok"] for r in rows) and untouched, "results_untouched": untouched,
+               "figures": rows, "wall_s": round(time.time() - t_all, 1), "out": str(a.out)}
+    (a.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary))
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

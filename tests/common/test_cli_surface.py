@@ -1,0 +1,68 @@
+"""Contract: every subcommand answers --help; a user error is one line `ttlab <cmd>: error: <message>` on
+stderr with exit code 2 (no traceback, nothing created on disk); `--debug` shows the traceback instead."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from ttlab.cli import SYSTEMS
+from ttlab.cli import main as ttlab_main
+from ttlab.common.config import ConfigError
+from ttlab.common.errors import set_debug
+
+
+def _commands(system: str) -> list[str]:
+    module = importlib.import_module(SYSTEMS[system][0])
+    return list(getattr(module, "COMMANDS", {}))
+
+
+@pytest.mark.parametrize("argv", [["--help"], *[[s, "--help"] for s in SYSTEMS]])
+def test_top_level_and_system_help(argv, capsys):
+    assert ttlab_main(argv) == 0
+    out = capsys.readouterr().out
+    assert "usage" in out.lower() or "--stages" in out
+
+
+@pytest.mark.parametrize("system,cmd", [(s, c) for s in ("drive", "discover", "wm") for c in _commands(s)])
+def test_every_subcommand_answers_help(system, cmd, capsys):
+    assert ttlab_main([system, cmd, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--" in out, f"ttlab {system} {cmd} --help printed no flags"
+
+
+BAD_INPUTS = [
+    (["nope"], "ttlab: error: unknown command 'nope'"),
+    (["drive", "trian"], "ttlab drive: error: unknown command 'trian'"),
+    (["drive", "train", "--preset", "nope"], "ttlab drive train: error: unknown preset 'nope'"),
+    (["drive", "train", "--env.goal-behavior", "trail"], "ttlab drive train: error: invalid choice 'trail'"),
+    (["drive", "train", "--nonsense", "3"], "ttlab drive train: error: Unrecognized options: --nonsense"),
+    (["drive", "train", "--scenarios", "procedural:n=oops"], "ttlab drive train: error: scenario source"),
+    (["drive", "train", "--device", "tpu"], "ttlab drive train: error: --device 'tpu'"),
+    (["drive", "eval", "--mode", "nope"], "ttlab drive eval: error: invalid choice 'nope'"),
+    (["drive", "eval", "--checkpoint", "/nonexistent/ck"], "ttlab drive eval: error: checkpoint metadata not found"),
+    (["drive", "render", "--actions", "x"], "ttlab drive render: error: invalid choice 'x'"),
+    (["drive", "render", "--scene", "/nonexistent.json"], "ttlab drive render: error: scene file not found"),
+    (["drive", "convert", "/nonexistent", "OUT"], "ttlab drive convert: error: SRC_DIR /nonexistent"),
+    (["wm", "train", "--data", "/nonexistent"], "ttlab wm train: error: /nonexistent: dataset path does not exist"),
+    (["demo", "--stages", "nope"], "ttlab demo: error: --stages: unknown stage"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a command that wrongly made a run directory would leave it here
+    assert ttlab_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(message), err
+    assert "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists(), "a run directory was created before the inputs were checked"
+
+
+def test_debug_flag_shows_the_traceback():
+    try:
+        with pytest.raises(ConfigError, match="unknown preset"):
+            ttlab_main(["drive", "train", "--preset", "nope", "--debug"])
+    finally:
+        set_debug(False)
