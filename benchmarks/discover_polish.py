@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from ttlab.common.data import SharedDataMissing, shared_data_file
 from ttlab.discover.polish import PolishConfig, run_polish
 from ttlab.discover.tasks.erdos import RECORD
 
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ref", default=str(ROOT.parent / "shared" / "data" / "erdos_reference.json"))
+    ap.add_argument("--ref", default=None, help="default: erdos_reference.json in the shared data folder")
     ap.add_argument("--name", default="ttt_discover_2026")
     ap.add_argument("--budget", default="4m")
     ap.add_argument("--round-s", type=float, default=60.0)
@@ -36,13 +37,17 @@ def main() -> None:
     ap.add_argument("--settings", default="", help="JSON overriding the program's SETTINGS")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "erdos_polish.json"))
     a = ap.parse_args()
+    try:
+        ref = Path(a.ref) if a.ref else shared_data_file("erdos_reference.json")
+    except SharedDataMissing as e:
+        ap.error(str(e))
     load0 = os.getloadavg()
     try:  # at the start: the program text is read now, the tree may move on while it runs
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     except OSError:
         rev = ""
     t0 = time.time()
-    cfg = PolishConfig(task="erdos", file=Path(a.ref), name=a.name, budget=a.budget, round_s=a.round_s,
+    cfg = PolishConfig(task="erdos", file=ref, name=a.name, budget=a.budget, round_s=a.round_s,
                        upsample=a.upsample, out=Path(a.out), claim=str(RECORD), program=a.program,
                        settings=a.settings, seed=a.seed)
     rec = run_polish(cfg)

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from ttlab.common.data import repo_relative
+
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = ("rollout/parse_rate", "rollout/valid_rate", "rollout/reward_mean", "rollout/reward_best",
         "rollout/score_best", "rollout/score_mean", "tree/best_score", "rollout/completion_tokens_mean",
@@ -262,7 +264,7 @@ def main() -> None:
            "states_per_step": config(args, "trained").states_per_step, "fail_mode": config(args, "trained").fail_mode,
            "seed": args.seed, "threads_per_arm": args.threads, "temperature": config(args, "trained").temperature,
            "bootstrap": {"steps": args.bootstrap_steps, "temperature": args.bootstrap_temperature, "rows": boot_rows,
-                         "tree": str(bootstrap_tree(args)) if args.bootstrap_steps else ""}, "exit_codes": codes, "warm_start": warm_info,
+                         "tree": repo_relative(bootstrap_tree(args)) if args.bootstrap_steps else ""}, "exit_codes": codes, "warm_start": warm_info,
            "summary": {arm: summary(a["steps"]) for arm, a in arms.items() if a["steps"]},
            "arms": arms, "commit": commit, "commit_start": commit0, "dirty_start": dirty, "nproc": os.cpu_count(), "loadavg_start": load0,
            "loadavg_end": os.getloadavg(), "wall_s": round(time.time() - t0, 1)}

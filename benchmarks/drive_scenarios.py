@@ -12,12 +12,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from ttlab.common.data import shared_data_file
 from ttlab.drive.scenarios.cache import convert, load_cache
 from ttlab.drive.scenarios.pool import build_pool
 from ttlab.drive.scenarios.procedural import generate_pool_scenarios
 from ttlab.drive.scenarios.waymo_json import load_scenario, scenario_to_json
 
-CARLA = Path(__file__).resolve().parents[2] / "shared" / "data" / "carla_town02_womd.json"
+CARLA = shared_data_file("carla_town02_womd.json", required=False)  # None when the sample is absent
 
 
 def main() -> None:
@@ -37,7 +38,7 @@ def main() -> None:
         src = tmp / "json"
         src.mkdir()
         # a folder of JSON scenes: the CARLA town and exported procedural scenes, copied up to --scenes files
-        texts = [CARLA.read_text()] if CARLA.is_file() else []
+        texts = [CARLA.read_text()] if CARLA is not None else []
         texts += [json.dumps(scenario_to_json(s)) for s in proc[:20]]
         for i in range(args.scenes):
             (src / f"scene_{i:05d}.json").write_text(texts[i % len(texts)])

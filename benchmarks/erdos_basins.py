@@ -37,13 +37,14 @@ from pathlib import Path
 
 import numpy as np
 
+from ttlab.common.data import SharedDataMissing, shared_data_file
 from ttlab.discover.library import erdos_lse as lse
 
 RECORD = 0.380876  # TTT-Discover's published C5
-REF = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "erdos_reference.json"
+REF_FILE = "erdos_reference.json"  # in the shared data folder (ttlab.common.data) unless --ref names a file
 
 
-def load(path: str, ref: str = str(REF)) -> np.ndarray:
+def load(path: str, ref: str | None = None) -> np.ndarray:
     """A construction from a search `best.json`, a polish result, a bare list of piece heights, or `ref:NAME`
     (a published construction of the `--ref` file by a prefix of its name, e.g. `ref:haugland`)."""
     if path.startswith("ref:"):
@@ -131,8 +132,14 @@ def symmetry(h: np.ndarray) -> dict:
             "max_abs_h_minus_mirror": float(np.abs(h - h[::-1]).max())}
 
 
-def published(path: str, name: str) -> tuple[str, np.ndarray]:
-    """(full name, pieces) of the published construction whose name starts with `name`."""
+def published(path: str | None, name: str) -> tuple[str, np.ndarray]:
+    """(full name, pieces) of the published construction whose name starts with `name` (in `path`, or by
+    default in the shared data folder's erdos_reference.json)."""
+    if not path:
+        try:
+            path = str(shared_data_file(REF_FILE))
+        except SharedDataMissing as e:
+            raise SystemExit(f"--ref not given and {e}") from None
     cons = json.loads(Path(path).read_text())["constructions"]
     hits = [c for c in cons if c["name"].startswith(name)]
     if not hits:
@@ -140,7 +147,7 @@ def published(path: str, name: str) -> tuple[str, np.ndarray]:
     return hits[0]["name"], np.asarray(hits[0]["h"], dtype=np.float64)
 
 
-def reference(path: str, name: str, seconds: float = 20.0) -> dict:
+def reference(path: str | None, name: str, seconds: float = 20.0) -> dict:
     """A published construction by (a prefix of) its name, and its basin's local optimum at n and 2n."""
     full, h = published(path, name)
     h = lse.normalise(h)
@@ -165,7 +172,8 @@ def main() -> None:
     ap.add_argument("--coarsen", metavar="FILE", help="block-average FILE (or ref:NAME) by --factors, re-optimise")
     ap.add_argument("--factors", default="12,6,4", help="comma-separated block sizes for --coarsen")
     ap.add_argument("--reference", metavar="NAME")
-    ap.add_argument("--ref", default=str(REF), help="the published constructions (erdos_reference.json)")
+    ap.add_argument("--ref", default=None,
+                    help="the published constructions (default: erdos_reference.json in the shared data folder)")
     ap.add_argument("--ladder", type=float, metavar="SECONDS", default=0.0)
     ap.add_argument("--settings", default="", help="JSON overrides of erdos_lse.SETTINGS for --ladder")
     ap.add_argument("--save", default="", help="--ladder: write the construction here")

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+from ttlab.common.data import shared_data_file
 from ttlab.discover.library import erdos_lse, erdos_minimax
 
 
@@ -39,13 +40,7 @@ def test_lse_soft_max_bounds_the_true_max():
 
 
 def _reference():
-    import os
-    from pathlib import Path
-
-    for d in [os.environ.get("TTLAB_SHARED_DATA", ""), Path(__file__).resolve().parents[3] / "shared" / "data"]:
-        if d and (Path(d) / "erdos_reference.json").exists():
-            return Path(d) / "erdos_reference.json"
-    return None
+    return shared_data_file("erdos_reference.json", required=False)  # None when absent
 
 
 @pytest.mark.skipif(_reference() is None, reason="shared reference data absent (set TTLAB_SHARED_DATA)")

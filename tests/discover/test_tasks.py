@@ -1,18 +1,16 @@
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from ttlab.common.data import shared_data_file
 from ttlab.discover.tasks import get_task
 from ttlab.discover.tasks.autocorrelation import ac1_value, ac2_value
 from ttlab.discover.tasks.erdos import check_record, exact_c5, load_reference
 
-REF = Path("/work/shared/data/erdos_reference.json")
-if not REF.exists():
-    REF = Path(__file__).resolve().parents[3] / "shared" / "data" / "erdos_reference.json"
+REF = shared_data_file("erdos_reference.json", required=False)  # None when absent
 
 
-@pytest.mark.skipif(not REF.exists(), reason="shared reference data absent")
+@pytest.mark.skipif(REF is None, reason="shared reference data absent")
 def test_reference_constructions_verify_to_published_c5():
     refs = load_reference(REF)
     assert len(refs) == 3
@@ -25,7 +23,7 @@ def test_reference_constructions_verify_to_published_c5():
         assert abs(float(ex) - c["c5"]) < 1e-12
 
 
-@pytest.mark.skipif(not REF.exists(), reason="shared reference data absent")
+@pytest.mark.skipif(REF is None, reason="shared reference data absent")
 def test_exact_record_check():
     ttt = {c["name"]: c for c in load_reference(REF)}
     ok, c, _ = check_record(ttt["ttt_discover_2026"]["h"], "0.380876")

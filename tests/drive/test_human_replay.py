@@ -6,20 +6,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from ttlab.common.data import shared_data_file
 from ttlab.drive.evaluate import ALL_LOGGED, EvalConfig, env_config
 from ttlab.drive.scenarios import build_pool, load_scenario
 from ttlab.drive.sim.env import DriveEnv, EnvConfig
 from ttlab.drive.sim.state import EXPERT, POLICY
 from ttlab.drive.sim.toy import straight_road
 
-CARLA = Path(__file__).resolve().parents[3] / "shared" / "data" / "carla_town02_womd.json"
-needs_carla = pytest.mark.skipif(not CARLA.is_file(), reason="shared CARLA sample not present")
+CARLA = shared_data_file("carla_town02_womd.json", required=False)  # None when the sample is absent
+needs_carla = pytest.mark.skipif(CARLA is None, reason="shared CARLA sample not present")
 COAST = 45
 WINDOW = (5, 15)  # the late agent's log is valid on steps [5, 15) only
 

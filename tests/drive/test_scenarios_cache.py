@@ -2,12 +2,12 @@
 
 import json
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from ttlab.common.data import shared_data_file
 from ttlab.common.errors import UserError
 from ttlab.drive.scenarios.cache import INDEX, CacheError, convert, load_cache
 from ttlab.drive.scenarios.convert_cmd import main as convert_main
@@ -15,7 +15,7 @@ from ttlab.drive.scenarios.pool import load_pool, load_scenarios
 from ttlab.drive.scenarios.procedural import generate
 from ttlab.drive.scenarios.waymo_json import load_scenario, scenario_to_json
 
-CARLA = Path(__file__).resolve().parents[3] / "shared" / "data" / "carla_town02_womd.json"
+CARLA = shared_data_file("carla_town02_womd.json", required=False)  # None when the sample is absent
 FIELDS = ("pos", "heading", "vel", "valid", "length", "width", "agent_type", "goal", "expert", "seg", "seg_type",
           "seg_road")
 
@@ -24,7 +24,7 @@ FIELDS = ("pos", "heading", "vel", "valid", "length", "width", "agent_type", "go
 def src(tmp_path):
     d = tmp_path / "json"
     d.mkdir()
-    if CARLA.is_file():
+    if CARLA is not None:
         shutil.copy(CARLA, d / "a_carla.json")
     else:
         (d / "a_carla.json").write_text(json.dumps(scenario_to_json(generate("merge", 9, 6))))

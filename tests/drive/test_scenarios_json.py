@@ -2,11 +2,11 @@
 
 import copy
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from ttlab.common.data import shared_data_file
 from ttlab.drive.scenarios.procedural import generate
 from ttlab.drive.scenarios.types import AGENT_TYPE_ID, ROAD_TYPE_ID
 from ttlab.drive.scenarios.waymo_json import (
@@ -16,8 +16,8 @@ from ttlab.drive.scenarios.waymo_json import (
     scenario_to_json,
 )
 
-CARLA = Path(__file__).resolve().parents[3] / "shared" / "data" / "carla_town02_womd.json"
-needs_carla = pytest.mark.skipif(not CARLA.is_file(), reason="shared CARLA sample not present")
+CARLA = shared_data_file("carla_town02_womd.json", required=False)  # None when the sample is absent
+needs_carla = pytest.mark.skipif(CARLA is None, reason="shared CARLA sample not present")
 
 
 @pytest.fixture(scope="module")

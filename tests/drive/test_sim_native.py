@@ -1,11 +1,11 @@
 """The native CPU kernels (csrc/observe.c, csrc/contact.c) against the torch reference (observe.py, contact.py)."""
 
 import ctypes
-from pathlib import Path
 
 import pytest
 import torch
 
+from ttlab.common.data import shared_data_file
 from ttlab.drive.scenarios import build_pool, generate, generate_pool_scenarios
 from ttlab.drive.scenarios.waymo_json import load_scenario
 from ttlab.drive.sim import native
@@ -13,7 +13,7 @@ from ttlab.drive.sim.contact import contacts
 from ttlab.drive.sim.env import DriveEnv, EnvConfig
 from ttlab.drive.sim.observe import observe
 
-CARLA = Path(__file__).resolve().parents[3] / "shared" / "data" / "carla_town02_womd.json"
+CARLA = shared_data_file("carla_town02_womd.json", required=False)  # None when the sample is absent
 pytestmark = pytest.mark.skipif(not native.available(), reason="no C compiler for the native kernel")
 
 
@@ -102,7 +102,7 @@ def test_native_matches_torch_in_hidden_goal_mode():
     torch.testing.assert_close(nat, ref, rtol=0, atol=1e-5)
 
 
-@pytest.mark.skipif(not CARLA.is_file(), reason="shared CARLA sample not present")
+@pytest.mark.skipif(CARLA is None, reason="shared CARLA sample not present")
 def test_native_matches_torch_on_the_carla_town():
     pool = build_pool([load_scenario(CARLA)], max_agents=32)
     env = DriveEnv(EnvConfig(num_envs=2, max_agents=32, control_mode="all", backend="torch"), pool, seed=0)

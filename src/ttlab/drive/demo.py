@@ -3,7 +3,8 @@ a short multi-trial rollout with random actions, time the simulator, then train 
 hidden-exit adaptation benchmark for about 3 minutes and report its trial-0 vs trial-1 goal rates on
 held-out scenes, with a video (about 4-5 minutes in all on 2 CPU cores).
 
-The CARLA sample is read from $TTLAB_SHARED_DATA (default: the `shared/data` directory beside the repo)."""
+The CARLA sample is read from the shared data folder (`ttlab.common.data`: $TTLAB_SHARED_DATA, else
+../shared/data beside the repo)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from pathlib import Path
 
 import torch
 
+from ttlab.common.data import shared_data_file
 from ttlab.common.device import resolve_device
 
-SHARED_DATA = Path(os.environ.get("TTLAB_SHARED_DATA", Path(__file__).resolve().parents[3].parent / "shared" / "data"))
-CARLA = SHARED_DATA / "carla_town02_womd.json"
+CARLA_FILE = "carla_town02_womd.json"
 ADAPT_SECONDS = float(os.environ.get("TTLAB_DEMO_ADAPT_SECONDS", 180))
 
 
@@ -38,7 +39,7 @@ def run(out_dir: Path, device: str = "auto") -> str:
 
     # 2. the CARLA town in Waymo format, logs replayed
     try:
-        cpool = to_pool([json_scene(CARLA)], dev)
+        cpool = to_pool([json_scene(shared_data_file(CARLA_FILE))], dev)
         env = DriveEnv(EnvConfig(num_envs=1, max_agents=128, control_mode="replay", episode_length=91), cpool, dev)
         p = write_video(rollout_frames(env, 80, "replay", size=512), out_dir / "carla_town02_replay.mp4")
         lines.append(f"- `{p}`: CARLA Town02 ({int(cpool.num_segments[0])} road segments, "

@@ -322,6 +322,10 @@ class DriveEnv:
         self.co_ep_metrics: EpisodeMetrics | None = None  # the other egos' (co-players'), when `learner` is set
         self.co_trial_metrics: TrialMetrics | None = None
         self._reward_w: list[float] | None = None  # set_reward_weights' override of the config's rewards
+        self.keep_final_obs = False
+        """Set True to have `step` keep `final_obs`, the observation of the state each env resets from (one more
+        observation pass on the steps where some env ends a trial or episode; the vector env's info["final_obs"])."""
+        self.final_obs: torch.Tensor | None = None  # (E, A, obs_dim), rows valid where this step's resets happened
         self.reset(seed)
 
     def _pick_backend(self) -> str:
@@ -617,6 +621,8 @@ class DriveEnv:
         for k in ("ret", "len", "goal", "coll", "off", "score"):
             acc[k] = acc[k] * ~ep_end.unsqueeze(1)
 
+        if self.keep_final_obs and (self._branch_free or bool(seg_end.any())):  # before the resets below
+            self.final_obs = self._observe(new, log_valid).clone()  # (E, A, obs_dim)
         # 9. resets: respawns and trial restarts go back to this episode's start; finished episodes draw anew
         # (on CPU, where reading a flag costs no device sync, blends and draws that would change nothing are
         # skipped; the draws are pure functions of (seed, env, episode), so the result is identical)
