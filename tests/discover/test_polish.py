@@ -49,7 +49,7 @@ def test_polish_refuses_bad_input(tmp_path):
 
 @pytest.mark.skipif(not REF.is_file(), reason="shared reference constructions not present")
 def test_polish_picks_the_named_or_best_reference(tmp_path):
-    from ttlab.discover.cli import load_constructions
+    from ttlab.discover.constructions import load_constructions
     from ttlab.discover.polish import pick
 
     items = load_constructions(REF)

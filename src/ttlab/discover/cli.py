@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import tyro
 
 from ttlab.common.cli import dispatch
 from ttlab.common.config import parse_config
+from ttlab.discover.constructions import load_constructions
 
 
 @dataclass
@@ -26,44 +26,6 @@ class VerifyConfig:
     """Erdős only: a claimed C5 (decimal) to check in exact rational arithmetic."""
     exact_timeout_s: float = 60.0
     """Deadline of the exact check (--claim), run in a worker process."""
-
-
-MAX_FILE_BYTES = 64 * 2**20
-"""Largest construction file `verify` reads."""
-
-
-def load_constructions(path: Path) -> list[tuple[str, object, float | None, dict]]:
-    """(name, array-like, published/reported score or None, extra fields) for every construction in the file.
-
-    A reported score (`score`, `c5`, `c5_bound`) is only ever compared with the recomputed one.
-    """
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise ValueError(f"{path}: {path.stat().st_size} bytes, larger than the {MAX_FILE_BYTES} bytes verify reads")
-    if path.suffix == ".npy":
-        from ttlab.discover.sandbox_npy import NpyError, parse_npy
-
-        try:
-            return [(path.name, parse_npy(path.read_bytes(), 10_000_000), None, {})]
-        except NpyError as e:
-            raise ValueError(f"{path}: {e}") from e
-    try:
-        d = json.loads(path.read_text())
-    except ValueError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
-    if isinstance(d, list):
-        return [(path.name, d, None, {})]
-    if isinstance(d, dict) and "constructions" in d:
-        return [(c.get("name", f"#{i}"), c.get("h", c.get("construction")), c.get("c5", c.get("score")), {})
-                for i, c in enumerate(d["constructions"])]
-    if isinstance(d, dict) and "h_values" in d:
-        return [(path.name, d["h_values"], d.get("c5_bound"), {"n_points": d.get("n_points"), "reported_key": "c5_bound"})]
-    if isinstance(d, dict):
-        for key in ("construction", "h", "f", "circles"):
-            if key in d:
-                return [(path.name, d[key], d.get("score"), {})]
-    raise ValueError(f"{path}: expected a list, or a dict with 'h_values'/'construction'/'h'/'f'/'circles'/'constructions'")
 
 
 def _as_number(v: object) -> float | None:

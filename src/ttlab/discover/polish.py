@@ -20,6 +20,7 @@ import tyro
 
 from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.config import parse_config
+from ttlab.discover.constructions import load_constructions
 
 
 @dataclass
@@ -120,7 +121,6 @@ def record(task, h: np.ndarray, score: float, history: list[dict], claim: str) -
 
 
 def run_polish(cfg: PolishConfig, log=print) -> dict:
-    from ttlab.discover.cli import load_constructions
     from ttlab.discover.loop import parse_budget
     from ttlab.discover.proposers import library_programs, read_settings, render
     from ttlab.discover.sandbox import Limits, run_program
