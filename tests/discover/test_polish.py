@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ttlab.discover.polish import PolishConfig, run_polish
+from ttlab.discover.config import PolishConfig
+from ttlab.discover.polish import run_polish
 from ttlab.discover.tasks.erdos import ErdosTask, exact_c5
 
 REF = Path(__file__).resolve().parents[3] / "shared" / "data" / "erdos_reference.json"
@@ -37,7 +38,7 @@ def test_polish_improves_a_rough_construction_and_checks_it_exactly(tmp_path):
 
 
 def test_polish_refuses_bad_input(tmp_path):
-    from ttlab.discover.polish import main
+    from ttlab.discover.cli import cmd_polish as main
 
     p = _start_file(tmp_path, [0.5] * 10)
     assert main(["erdos", str(p), "--program", "nope", "--budget", "3s"]) == 2
