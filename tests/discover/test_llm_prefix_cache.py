@@ -54,6 +54,22 @@ def test_rollouts_of_one_prompt_read_the_prompt_once(policy):
     assert set(shapes[1:]) == {(5, 1)} and len(shapes) - 1 == max(g.completion_ids.numel() for g in gens)
 
 
+def test_shared_prompt_samples_what_the_padded_batch_samples(policy):
+    """Rollouts of one prompt: the same seed gives the same completions and sampler log-probs with and without
+    the shared prefill (one `generate` call either way; only the prompt's forward differs: batch 1, repeated,
+    vs every row)."""
+    prompts = ["one prompt for all rollouts"] * 6
+    out = {}
+    for shared in (True, False):
+        policy.cfg.prefix_cache = shared
+        torch.manual_seed(7)
+        out[shared] = policy.generate(prompts)
+    policy.cfg.prefix_cache = True
+    for a, b in zip(out[True], out[False], strict=True):
+        assert torch.equal(a.completion_ids, b.completion_ids) and a.finished == b.finished
+        assert torch.allclose(a.sampler_logp, b.sampler_logp, atol=1e-5)
+
+
 def test_group_logprobs_and_gradient_equal_the_per_row_computation(policy):
     gens = policy.generate(["shared prompt"] * 4)
     comps = [g.completion_ids for g in gens]
