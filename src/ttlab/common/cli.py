@@ -9,6 +9,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
+from ttlab.common.config import ConfigError
+
 Handler = Callable[[list[str]], int | None]
 
 
@@ -30,4 +32,7 @@ def dispatch(prog: str, commands: Mapping[str, tuple[Handler, str]], argv: Seque
         rc = commands[cmd][0](rest)
     except SystemExit as e:  # tyro exits on --help / bad flags
         return int(e.code or 0) if not isinstance(e.code, str) else 2
+    except ConfigError as e:  # an unknown preset, a bad config file: one line, not a traceback
+        print(f"{prog} {cmd}: {e}", file=sys.stderr)
+        return 2
     return int(rc or 0)
