@@ -9,8 +9,8 @@ import pytest
 
 from ttlab.common.config import parse_config, to_dict
 from ttlab.discover.config import (
-    PolishConfig,
     PolicyConfig,
+    PolishConfig,
     SearchConfig,
     TrainConfig,
     WarmStartConfig,
