@@ -1,15 +1,18 @@
 """Polish the published Erdős record construction under the search's rules; prints one JSON line last.
 
     python benchmarks/discover_polish.py [--budget 4m] [--upsample 1] [--program minimax|lse] [--out benchmarks/results/erdos_polish.json]
+    python benchmarks/discover_polish.py --preset hop [--seed 1]   # a named polish preset (presets.py)
 
 Runs `ttlab discover polish erdos ../shared/data/erdos_reference.json` (the TTT-Discover 600-piece record by
 default): the minimax SLP program in the sandbox, every round re-verified, the final construction checked in
 exact rational arithmetic against the published record. Writes the construction + exact C5 to --out.
+`--preset NAME` starts from that `ttlab discover polish` preset; every flag given also overrides its field.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -19,7 +22,9 @@ import time
 from pathlib import Path
 
 from ttlab.common.data import SharedDataMissing, shared_data_file
-from ttlab.discover.polish import PolishConfig, run_polish
+from ttlab.discover.config import PolishConfig
+from ttlab.discover.polish import run_polish
+from ttlab.discover.presets import POLISH_PRESETS
 from ttlab.discover.tasks.erdos import RECORD
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,12 +34,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ref", default=None, help="default: erdos_reference.json in the shared data folder")
     ap.add_argument("--name", default="ttt_discover_2026")
-    ap.add_argument("--budget", default="4m")
-    ap.add_argument("--round-s", type=float, default=60.0)
-    ap.add_argument("--upsample", type=int, default=1)
-    ap.add_argument("--program", default="minimax", help="library program: minimax (exact SLP) or lse (smoothed)")
-    ap.add_argument("--seed", type=int, default=0, help="program seed (round r gets seed + r)")
-    ap.add_argument("--settings", default="", help="JSON overriding the program's SETTINGS")
+    ap.add_argument("--preset", default="", choices=["", *sorted(POLISH_PRESETS)],
+                    help="start from this `ttlab discover polish` preset (default: minimax, 4m, rounds of 60 s)")
+    ap.add_argument("--budget", default=None)
+    ap.add_argument("--round-s", type=float, default=None)
+    ap.add_argument("--upsample", type=int, default=None)
+    ap.add_argument("--program", default=None, help="library program: minimax (exact SLP) or lse (smoothed)")
+    ap.add_argument("--seed", type=int, default=None, help="program seed (round r gets seed + r)")
+    ap.add_argument("--settings", default=None, help="JSON overriding the program's SETTINGS")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "erdos_polish.json"))
     a = ap.parse_args()
     try:
@@ -47,13 +54,16 @@ def main() -> None:
     except OSError:
         rev = ""
     t0 = time.time()
-    cfg = PolishConfig(task="erdos", file=ref, name=a.name, budget=a.budget, round_s=a.round_s,
-                       upsample=a.upsample, out=Path(a.out), claim=str(RECORD), program=a.program,
-                       settings=a.settings, seed=a.seed)
+    given = {k: getattr(a, k) for k in ("budget", "round_s", "upsample", "program", "seed", "settings")}
+    base = POLISH_PRESETS[a.preset]() if a.preset else PolishConfig(budget="4m")
+    cfg = dataclasses.replace(base, task="erdos", file=ref, name=a.name, out=Path(a.out), claim=str(RECORD),
+                              **{k: v for k, v in given.items() if v is not None})
     rec = run_polish(cfg)
     machine = {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                "load_end": [round(x, 2) for x in os.getloadavg()]}
-    rec.update({"commit": rev, "machine": machine, "wall_s": round(time.time() - t0, 1),
+    rec.update({"commit": rev, "machine": machine, "wall_s": round(time.time() - t0, 1), "preset": a.preset,
+                "config": {"program": cfg.program, "settings": cfg.settings, "budget": cfg.budget,
+                           "round_s": cfg.round_s, "upsample": cfg.upsample, "seed": cfg.seed},
                 "command": "python benchmarks/discover_polish.py " + shlex.join(sys.argv[1:])})
     Path(a.out).write_text(json.dumps(rec) + "\n")
     ex = rec["exact"]

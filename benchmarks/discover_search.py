@@ -1,6 +1,9 @@
 """Offline Erdős search from random starts, several seeds: best C5 against wall time; prints one JSON line last.
 
     python benchmarks/discover_search.py [--budget 10m] [--seeds 0,1,2] [--workers 2]
+    python benchmarks/discover_search.py --preset erdos_auto --seeds 0,1,2   # a named search preset (presets.py)
+
+`--preset NAME` starts from that `ttlab discover search` preset; every flag given also overrides its field.
 
 Each seed runs `ttlab discover search --task erdos --proposer library --budget B --seed S` (random initial
 states, the library's optimiser programs in the sandbox, every score recomputed by the verifier) one after
@@ -13,6 +16,7 @@ is checked in exact rational arithmetic. Writes the JSON (--out) and a best-vs-t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -24,7 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ttlab.discover.loop import SearchConfig, run_search
+from ttlab.discover.config import SearchConfig
+from ttlab.discover.loop import run_search
+from ttlab.discover.presets import SEARCH_PRESETS
 from ttlab.discover.tasks.erdos import RECORD, exact_c5
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,21 +95,27 @@ def plot(res: dict, path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--budget", default="10m")
+    ap.add_argument("--preset", default="", choices=["", *sorted(SEARCH_PRESETS)],
+                    help="start from this `ttlab discover search` preset (default: the search's defaults)")
+    ap.add_argument("--budget", default=None, help="per seed (default 10m)")
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=None, help="default 2")
     ap.add_argument("--root", default="runs")
-    ap.add_argument("--program-weights", default="", help="as `ttlab discover search` (empty: the task's default)")
-    ap.add_argument("--program-settings", default="", help="JSON pinning program settings, as `ttlab discover search`")
-    ap.add_argument("--program-budget-s", type=float, default=SearchConfig.program_budget_s)
-    ap.add_argument("--init-states", type=int, default=SearchConfig.init_states)
-    ap.add_argument("--states-per-step", type=int, default=SearchConfig.states_per_step)
-    ap.add_argument("--samples-per-state", type=int, default=SearchConfig.samples_per_state)
+    ap.add_argument("--program-weights", default=None, help="as `ttlab discover search` (empty: the task's default)")
+    ap.add_argument("--program-settings", default=None, help="JSON pinning program settings, as `ttlab discover search`")
+    ap.add_argument("--program-budget-s", type=float, default=None)
+    ap.add_argument("--init-states", type=int, default=None)
+    ap.add_argument("--states-per-step", type=int, default=None)
+    ap.add_argument("--samples-per-state", type=int, default=None)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "discover_search.json"))
     ap.add_argument("--png", default=str(ROOT / "benchmarks" / "results" / "discover_search.png"))
     ap.add_argument("--best-out", default="", help="write the best seed's best construction here (its run's "
                     "best.json: construction, the program that wrote it, the exact check)")
     a = ap.parse_args()
+    given = {k: getattr(a, k) for k in ("budget", "workers", "program_weights", "program_settings", "program_budget_s",
+                                        "init_states", "states_per_step", "samples_per_state")}
+    base = dataclasses.replace(SEARCH_PRESETS[a.preset]() if a.preset else SearchConfig(),
+                               **{k: v for k, v in given.items() if v is not None})
     seeds = [int(s) for s in a.seeds.split(",") if s.strip()]
     load0 = os.getloadavg()
     t0 = time.time()
@@ -112,11 +124,8 @@ def main() -> None:
     best_overall = None
     for seed in seeds:
         curve: list[dict] = []
-        cfg = SearchConfig(task="erdos", proposer="library", budget=a.budget, workers=a.workers, seed=seed,
-                           root=a.root, run_name=f"bench_search_{int(t0)}_seed{seed}",
-                           program_weights=a.program_weights, program_settings=a.program_settings,
-                           program_budget_s=a.program_budget_s, init_states=a.init_states,
-                           states_per_step=a.states_per_step, samples_per_state=a.samples_per_state)
+        cfg = dataclasses.replace(base, task="erdos", proposer="library", seed=seed, root=a.root,
+                                  run_name=f"bench_search_{int(t0)}_seed{seed}")
         rec = run_search(cfg, log=lambda s: print(s, flush=True), on_step=curve.append)
         ev = rec.get("evals", 0)
         row = {"seed": seed, "best_score": rec["score"], "evals": ev, "elapsed_s": round(rec["elapsed_s"], 1),
@@ -135,10 +144,11 @@ def main() -> None:
     res = {"benchmark": "discover_search", "commit": rev, "wall_s": round(time.time() - t0, 1),
            "machine": {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                        "load_end": [round(x, 2) for x in os.getloadavg()]},
-           "config": {"budget": a.budget, "workers": a.workers, "seeds": seeds, "proposer": "library",
-                      "program_weights": a.program_weights, "program_settings": a.program_settings,
-                      "program_budget_s": a.program_budget_s, "init_states": a.init_states,
-                      "states_per_step": a.states_per_step, "samples_per_state": a.samples_per_state},
+           "config": {"preset": a.preset, "budget": base.budget, "workers": base.workers, "seeds": seeds,
+                      "proposer": "library", "program_weights": base.program_weights,
+                      "program_settings": base.program_settings, "program_budget_s": base.program_budget_s,
+                      "init_states": base.init_states, "states_per_step": base.states_per_step,
+                      "samples_per_state": base.samples_per_state},
            "summary": {"best": min(scores), "median": statistics.median(scores), "worst": max(scores),
                        "beat_alphaevolve": sum(s <= ALPHAEVOLVE for s in scores),
                        "beat_record": sum(s <= RECORD for s in scores), "runs": len(scores),
@@ -153,7 +163,7 @@ def main() -> None:
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res) + "\n")
     plot(res, Path(a.png))
-    print(json.dumps({"benchmark": "discover_search", **res["summary"], "budget": a.budget,
+    print(json.dumps({"benchmark": "discover_search", **res["summary"], "preset": a.preset, "budget": base.budget,
                       "t_below_alphaevolve": [r["t_below_alphaevolve"] for r in out],
                       "wall_s": res["wall_s"], "machine": res["machine"], "commit": rev}))
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ttlab.discover.loop import SearchConfig, run_search
+from ttlab.discover.config import SearchConfig
+from ttlab.discover.loop import run_search
 from ttlab.discover.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -42,10 +42,10 @@ def edit_program(text: str) -> str:
 
 def bench(model_dir: Path, device: str, args, root: Path, name: str) -> dict:
     cfg = debug()
-    cfg.model, cfg.device, cfg.root, cfg.run_name = str(model_dir), device, str(root), name
+    cfg.policy.model, cfg.device, cfg.root, cfg.run_name = str(model_dir), device, str(root), name
     cfg.states_per_step, cfg.rollouts_per_state = args.states, args.rollouts
-    cfg.max_new_tokens, cfg.gen_batch_size, cfg.micro_batch = args.max_new_tokens, args.gen_batch, args.micro_batch
-    cfg.steps, cfg.lora_rank, cfg.lora_alpha = args.steps, 32, 32
+    cfg.policy.max_new_tokens, cfg.policy.gen_batch_size, cfg.micro_batch = args.max_new_tokens, args.gen_batch, args.micro_batch
+    cfg.steps, cfg.policy.lora_rank, cfg.policy.lora_alpha = args.steps, 32, 32
     tr = trainer_mod.Trainer(cfg, log=lambda *_: None)
     try:
         ms = [tr.step() for _ in range(args.steps)]
@@ -65,9 +65,9 @@ def bench(model_dir: Path, device: str, args, root: Path, name: str) -> dict:
 
 def bench_real(args, root: Path) -> dict:
     cfg = cpu_smollm2()
-    cfg.model, cfg.root, cfg.run_name, cfg.steps = args.model, str(root), "real", args.steps
+    cfg.policy.model, cfg.root, cfg.run_name, cfg.steps = args.model, str(root), "real", args.steps
     cfg.states_per_step, cfg.rollouts_per_state = args.states, args.rollouts  # default 2 x 8 = 16 rollouts
-    cfg.gen_batch_size = cfg.micro_batch = args.rollouts
+    cfg.policy.gen_batch_size = cfg.micro_batch = args.rollouts
     tr = trainer_mod.Trainer(cfg, log=lambda *_: None)
     try:
         ms = [tr.step() for _ in range(args.steps)]

@@ -47,7 +47,7 @@ def config(args, arm: str):
     if args.fail_mode:
         cfg.fail_mode = args.fail_mode
     if args.temperature:
-        cfg.temperature = args.temperature
+        cfg.policy.temperature = args.temperature
     cfg.probe_update = args.probe_update
     if args.bootstrap_steps:
         cfg.init_tree = str(bootstrap_tree(args))
@@ -68,13 +68,13 @@ def bootstrap(args, policy) -> list[dict]:
 
     cfg = cpu_smollm2()
     cfg.steps, cfg.seed, cfg.frozen, cfg.warm_start = args.bootstrap_steps, args.seed, True, False
-    cfg.temperature = args.bootstrap_temperature
+    cfg.policy.temperature = args.bootstrap_temperature
     cfg.root, cfg.run_name, cfg.threads = str(Path(args.runs)), f"ttt_boot_{args.tag}", args.threads
     if args.states_per_step:
         cfg.states_per_step = args.states_per_step
     if args.rollouts_per_state:
         cfg.rollouts_per_state = args.rollouts_per_state
-    policy.cfg.temperature = cfg.temperature
+    policy.cfg.temperature = cfg.policy.temperature
     tr = Trainer(cfg, policy=policy, log=lambda s: print(f"[bootstrap] {s}", flush=True))
     rows = run_steps(tr, cfg.steps, "bootstrap")
     if not bootstrap_tree(args).is_file():
@@ -117,17 +117,15 @@ def warm(args) -> tuple[dict, list[dict]]:
     import torch
 
     from ttlab.discover.llm.policy import LLMPolicy
-    from ttlab.discover.llm.trainer import policy_config
-    from ttlab.discover.llm.warmstart import WarmStartConfig, warm_start
+    from ttlab.discover.llm.warmstart import warm_start
     from ttlab.discover.prompts import ANSWER_PREFIXES
     from ttlab.discover.tasks import get_task
 
     cfg = config(args, "trained")
     torch.set_num_threads(max(1, args.threads))
-    pol = LLMPolicy(policy_config(cfg, ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))), torch.device("cpu"),
-                    seed=args.seed)
-    info = warm_start(pol, WarmStartConfig(groups=cfg.warm_groups, per_group=cfg.warm_per_group, lr=cfg.warm_lr,
-                                           seed=cfg.warm_seed), log=lambda s: print(s, flush=True))
+    pol = LLMPolicy(cfg.policy, torch.device("cpu"), seed=args.seed,
+                    answer_prefix=ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task)))
+    info = warm_start(pol, cfg.warm, log=lambda s: print(s, flush=True))
     return info, (bootstrap(args, pol) if args.bootstrap_steps else [])
 
 

@@ -27,6 +27,7 @@ import torch
 
 from ttlab.drive.evaluate import EvalConfig, evaluate, held_out
 from ttlab.drive.presets import TRAIN_PRESETS
+from ttlab.drive.stats import choose_checkpoint
 from ttlab.drive.train import train
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -164,13 +165,6 @@ def main() -> int:
     return write(line, args.out)
 
 
-def choose(rows: list[dict]) -> dict:
-    """The selection rule: the lowest collision + offroad among rows with goal rate >= 0.95 (the earlier on a
-    tie), else the highest score."""
-    ok = [r for r in rows if r["goal_rate"] >= 0.95]
-    return min(ok, key=lambda r: r["collision_plus_offroad"]) if ok else max(rows, key=lambda r: r["score"])
-
-
 def select_checkpoint(run_dir: Path, last_update: int, args) -> tuple[Path, dict]:
     """Model selection on validation scenes: the greedy policy of each kept checkpoint after `--select-from` of
     training (and the last one) is evaluated there; the one with the lowest collision + offroad among those with
@@ -185,7 +179,7 @@ def select_checkpoint(run_dir: Path, last_update: int, args) -> tuple[Path, dict
                            run_dir / "eval" / f"select_{stem.name}.json")
         rows.append({"checkpoint": stem.name, **{k: r[k] for k in ("goal_rate", "collision_plus_offroad", "score")}})
         print(json.dumps({"select": rows[-1]}), flush=True)
-    best = choose(rows)
+    best = choose_checkpoint(rows)
     return ck / best["checkpoint"], {"scenes": args.select_scenes, "chosen": best["checkpoint"],
                                      "rule": "greedy; min collision+offroad among goal_rate >= 0.95, else max score",
                                      "candidates": rows}

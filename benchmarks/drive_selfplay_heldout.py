@@ -7,7 +7,8 @@ script evaluates each run's final checkpoint (`RUN_DIR/checkpoints/latest`) in s
 the evaluation draws an env's scene from the pool at random, with replacement, so 256 envs x 4 episodes play
 about 650 distinct scenes), sampled and greedy, and reports per run: goal rate, collision + offroad (as the
 evaluation sums them), its scene-clustered standard error (`cluster_ratio_stderr`: a ratio estimator's
-error with the scenes as clusters), and the same rates on the scenes of the first 256 alone. Writes `--out`
+error with the scenes as clusters), and the same rates on the scenes of the first 256 alone. The counting and
+the statistics are `ttlab.drive.stats`; this script wires them to the evaluation and prints. Writes `--out`
 and prints ONE JSON line last.
 
     python benchmarks/drive_selfplay_heldout.py runs/drive/pkinc_s0 runs/drive/sp_n2048 \\
@@ -27,68 +28,7 @@ from pathlib import Path
 import torch
 
 from ttlab.drive.evaluate import EvalConfig, evaluate
-
-
-def cluster_ratio_stderr(bad: torch.Tensor, egos: torch.Tensor) -> float:
-    """Standard error of the pooled rate R = sum(bad) / sum(egos) when the units are clusters (scenes) of
-    correlated outcomes: sqrt(S / (S - 1) * sum_s (bad_s - R egos_s)^2) / sum(egos), over the S clusters with
-    egos_s > 0 (the linearised ratio estimator). Equal cluster sizes give std(per-cluster rate) / sqrt(S)."""
-    keep = egos > 0
-    b, e = bad[keep].double(), egos[keep].double()  # (S,)
-    n = int(keep.sum())
-    if n < 2:
-        return float("nan")
-    r = b.sum() / e.sum()
-    return float(torch.sqrt(n / (n - 1) * ((b - r * e) ** 2).sum()) / e.sum())
-
-
-class SceneCounts:
-    """on_step hook of `evaluate`: per scene, the controlled vehicles that started an episode and how many of them
-    reached the goal / collided / went offroad, counted (as the evaluation counts) in each env's first `episodes`."""
-
-    def __init__(self, episodes: int, num_scenes: int) -> None:
-        self.episodes = episodes
-        self.egos = torch.zeros(num_scenes, dtype=torch.long)
-        self.goals = torch.zeros(num_scenes, dtype=torch.long)
-        self.collisions = torch.zeros(num_scenes, dtype=torch.long)
-        self.offroads = torch.zeros(num_scenes, dtype=torch.long)
-        self.scene: torch.Tensor | None = None  # (E,) the scene each env played during the step
-        self.done: torch.Tensor | None = None  # (E,) episodes finished before the step
-        self.fresh: torch.Tensor | None = None  # (E,) bool: the step was an episode's first
-
-    def __call__(self, env, before) -> None:
-        if self.scene is None:
-            self.scene = env.scene.clone()
-            self.done = torch.zeros_like(env.trial_metrics.episodes_done)
-            self.fresh = torch.ones(env.num_envs, dtype=torch.bool)
-        counted = self.done < self.episodes  # (E,)
-        ctrl = (before.role != 0) & env.controlled  # (E, A) the controlled vehicles of the step
-        start = (self.fresh & counted).unsqueeze(1) & ctrl & ~before.removed
-        self.egos.index_add_(0, self.scene, start.sum(1))
-        ev = env.last_events
-        c = counted.unsqueeze(1)
-        self.goals.index_add_(0, self.scene, (ev["goal"] & c).sum(1))
-        self.collisions.index_add_(0, self.scene, (ev["collision"] & c).sum(1))
-        self.offroads.index_add_(0, self.scene, (ev["offroad"] & c).sum(1))
-        self.fresh = env.ep_step == 0  # a reset followed this step: the next step is a first one
-        self.done = env.trial_metrics.episodes_done.clone()
-        self.scene = env.scene.clone()
-
-    def summary(self, first: int) -> dict:
-        """Pooled rates over every played scene and over the played scenes among the first `first`. Collision +
-        offroad is the sum of the two rates, as the evaluation reports it (a vehicle with both counts twice)."""
-        bad = self.collisions + self.offroads  # (S,)
-        head = torch.zeros_like(self.egos, dtype=torch.bool)
-        head[:first] = True
-        return {"scenes": int((self.egos > 0).sum()), "ego_episodes": int(self.egos.sum()),
-                "goal_rate": round(float(self.goals.sum() / self.egos.sum()), 5),
-                "collision_plus_offroad": round(float(bad.sum() / self.egos.sum()), 5),
-                "stderr_scenes": round(cluster_ratio_stderr(bad, self.egos), 5),
-                "stderr_goal_scenes": round(cluster_ratio_stderr(self.goals, self.egos), 5),
-                f"first_{first}": {"scenes": int((self.egos[head] > 0).sum()),
-                                   "goal_rate": round(float(self.goals[head].sum() / self.egos[head].sum()), 5),
-                                   "collision_plus_offroad": round(float(bad[head].sum() / self.egos[head].sum()), 5),
-                                   "stderr_scenes": round(cluster_ratio_stderr(bad[head], self.egos[head]), 5)}}
+from ttlab.drive.stats import SceneCounts
 
 
 def scene_count(spec: str) -> int:

@@ -77,3 +77,9 @@ def test_demo_runner_reports_stages(tmp_path, monkeypatch):
     text = (tmp_path / "summary.md").read_text()
     assert rc == 0 and "fake: not built" in text and "not built yet" in text
     assert demo.main(["--out", str(tmp_path), "--stages", "fake"]) == 1  # strict by default: make demo fails
+
+
+def test_cli_unknown_preset_is_one_line_and_exit_2(capsys):
+    assert ttlab_main(["discover", "search", "--preset", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown preset 'nope'" in err and "erdos_auto" in err and "Traceback" not in err

@@ -116,16 +116,12 @@ def test_lse_fft_path_matches_the_direct_one():
 
 
 def test_independent_checker_agrees_with_the_verifier_exactly(tmp_path):
-    # benchmarks/erdos_check.py shares no code with ttlab (stdlib only): two separate exact recomputations.
-    import importlib.util
+    # ttlab.discover.erdos_check shares no code with the verifier (stdlib only): two separate exact recomputations.
     import json
-    from pathlib import Path
 
+    from ttlab.discover import erdos_check as chk
     from ttlab.discover.tasks.erdos import exact_c5
 
-    spec = importlib.util.spec_from_file_location("erdos_check", Path(__file__).resolve().parents[2] / "benchmarks" / "erdos_check.py")
-    chk = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(chk)
     rng = np.random.default_rng(4)
     for n in [7, 50, 301]:
         h = rng.uniform(0.0, 1.0, n) ** 2
@@ -137,6 +133,28 @@ def test_independent_checker_agrees_with_the_verifier_exactly(tmp_path):
         assert c1 == c2 and ok1 == ok2
     c, ok, msg = chk.exact_c5([0.2, 1.0, 0.1])  # rescaled to sum 1.5, the 1.0 becomes 1.15: not valid
     assert not ok and "exceeds 1" in msg
+
+
+def test_independent_checker_imports_the_standard_library_only():
+    """Nothing of ttlab or numpy reaches the checker: it imports stdlib modules, and the packages it sits in
+    (`ttlab`, `ttlab.discover`) import nothing; it also runs as a script with `python -S` (no site-packages)."""
+    import ast
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ttlab.discover import erdos_check
+
+    for path in (Path(erdos_check.__file__), *[Path(erdos_check.__file__).parents[i] / "__init__.py" for i in (0, 1)]):
+        tree = ast.parse(path.read_text())
+        names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        assert names <= set(sys.stdlib_module_names) | {"__future__"}, (path, names)
+    ref = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "discover_polish" / "hop_s2.json"
+    if ref.is_file():
+        out = subprocess.run([sys.executable, "-S", erdos_check.__file__, str(ref), "--claim", "0.380870"],
+                             capture_output=True, text=True, check=True).stdout
+        assert '"valid": true' in out and '"claim_holds": true' in out
 
 
 def test_lse_metropolis_hops_keep_the_best_they_saw():

@@ -9,7 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
-from ttlab.discover.llm.http_proposer import HTTPConfig, HTTPProposer
+from ttlab.discover.config import HTTPConfig
+from ttlab.discover.llm.http_proposer import HTTPProposer
 from ttlab.discover.puct import PUCTTree
 from ttlab.discover.tasks import get_task
 
@@ -106,10 +107,11 @@ def test_bad_base_url_is_a_clear_error():
 
 def test_search_with_http_proposer_end_to_end(tmp_path):
     """`ttlab discover search --proposer http`: the loop asks the server, runs the programs, grows the tree."""
-    from ttlab.discover.loop import debug, run_search
+    from ttlab.discover.loop import run_search
+    from ttlab.discover.presets import search_debug
 
     with FakeServer() as srv:
-        cfg = debug()
+        cfg = search_debug()
         cfg.root, cfg.run_name, cfg.proposer = str(tmp_path), "h", "http"
         cfg.http = HTTPConfig(base_url=srv.url, concurrency=2)
         rec = run_search(cfg, log=lambda *_: None)

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
+from ttlab.discover.config import PolicyConfig, WarmStartConfig
 from ttlab.discover.llm import models
 from ttlab.discover.llm.corpus import LOOPS, PROGRAM_HEAD, sample_program
-from ttlab.discover.llm.policy import LLMPolicy, PolicyConfig
+from ttlab.discover.llm.policy import LLMPolicy
 from ttlab.discover.llm.tiny import make_tiny_model
-from ttlab.discover.llm.warmstart import WarmStartConfig, sft_examples, warm_start
+from ttlab.discover.llm.warmstart import sft_examples, warm_start
 from ttlab.discover.prompts import PromptState, answer_prefix, build_compact_prompt, extract_code
 from ttlab.discover.tasks import get_task
 
@@ -97,13 +98,13 @@ def test_warm_start_lowers_the_sft_loss_and_is_cached(tmp_path, monkeypatch, tin
     monkeypatch.setenv("TTLAB_CACHE", str(tmp_path / "cache"))
     torch.manual_seed(0)
     cfg = WarmStartConfig(groups=6, per_group=2, epochs=2, lr=3e-3, seed=0)
-    pol = LLMPolicy(PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8, answer_prefix="```python\n"),
-                    torch.device("cpu"))
+    pol = LLMPolicy(PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8), torch.device("cpu"),
+                    answer_prefix="```python\n")
     assert pol.encode("x")[-10:].tolist() == pol.tokenizer("```python\n")["input_ids"][-10:]
     info = warm_start(pol, cfg, log=lambda *_: None)
     assert not info["cached"] and info["loss_last"] < info["loss_first"]
-    pol2 = LLMPolicy(PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8, answer_prefix="```python\n"),
-                     torch.device("cpu"))
+    pol2 = LLMPolicy(PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8), torch.device("cpu"),
+                     answer_prefix="```python\n")
     info2 = warm_start(pol2, cfg, log=lambda *_: None)
     assert info2["cached"]
     a, b = pol.adapter_state(), pol2.adapter_state()
@@ -112,18 +113,18 @@ def test_warm_start_lowers_the_sft_loss_and_is_cached(tmp_path, monkeypatch, tin
 
 def test_warm_start_dir_is_the_trainers_cache_key(tmp_path, monkeypatch, tiny_dir):
     """`warm_start_dir` (the demo's check) names the directory the trainer's warm start reads and writes."""
-    from ttlab.discover.llm.trainer import TrainConfig, policy_config, warm_start_config, warm_start_dir
-    from ttlab.discover.llm.warmstart import digest
+    from ttlab.discover.config import TrainConfig
+    from ttlab.discover.llm.warmstart import digest, warm_start_dir
     from ttlab.discover.prompts import ANSWER_PREFIXES
     from ttlab.discover.tasks import get_task
 
     monkeypatch.setenv("TTLAB_CACHE", str(tmp_path / "cache"))
-    cfg = TrainConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8, warm_groups=3)
-    pol = LLMPolicy(policy_config(cfg, ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))), torch.device("cpu"))
-    assert warm_start_dir(cfg) == tmp_path / "cache" / "warmstart" / digest(warm_start_config(cfg), pol)
-    cfg.warm_groups = 4  # another warm-start config, another adapter
-    assert warm_start_dir(cfg).name != digest(warm_start_config(TrainConfig(model=str(tiny_dir), lora_rank=4,
-                                                                            lora_alpha=8, warm_groups=3)), pol)
+    cfg = TrainConfig(policy=PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8),
+                      warm=WarmStartConfig(groups=3))
+    pol = LLMPolicy(cfg.policy, torch.device("cpu"), answer_prefix=ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task)))
+    assert warm_start_dir(cfg) == tmp_path / "cache" / "warmstart" / digest(cfg.warm, pol)
+    cfg.warm.groups = 4  # another warm-start config, another adapter
+    assert warm_start_dir(cfg).name != digest(WarmStartConfig(groups=3), pol)
 
 
 def test_demo_skips_ttt_and_says_so_when_the_warm_start_is_not_cached(tmp_path, monkeypatch):
@@ -133,7 +134,7 @@ def test_demo_skips_ttt_and_says_so_when_the_warm_start_is_not_cached(tmp_path, 
     monkeypatch.delenv("TTLAB_DEMO_TTT", raising=False)
     (tmp_path / "cache" / "warmstart" / "0123456789ab").mkdir(parents=True)  # an adapter of another config
     (tmp_path / "cache" / "warmstart" / "0123456789ab" / "adapter.safetensors").write_bytes(b"x")
-    monkeypatch.setattr("ttlab.discover.llm.trainer.warm_start_dir",
+    monkeypatch.setattr("ttlab.discover.demo.warm_start_dir",
                         lambda cfg: tmp_path / "cache" / "warmstart" / "ffffffffffff")
     line = demo.ttt_line(tmp_path / "out")
     assert "SKIPPED" in line and "not cached" in line and "TTLAB_DEMO_TTT=1" in line

@@ -7,7 +7,9 @@ import math
 import pytest
 import torch
 
-from ttlab.discover.llm.policy import LLMPolicy, PolicyConfig, _TopP, collate
+from ttlab.discover.config import PolicyConfig
+from ttlab.discover.llm.generation import collate
+from ttlab.discover.llm.policy import LLMPolicy, TopP
 from ttlab.discover.llm.tiny import byte_tokenizer, make_tiny_model
 
 
@@ -32,11 +34,11 @@ def test_chat_template_used_when_present_and_raw_prompt_otherwise(tmp_path, tiny
     assert pol2.format_prompt("hi") == "hi"
 
 
-@pytest.mark.parametrize("temperature", [1.0, 0.7])
-def test_sampler_logprobs_equal_recomputed_logprobs_on_policy(tiny_dir, temperature):
+@pytest.mark.parametrize("temperature,prefix_cache", [(1.0, True), (0.7, True), (0.7, False)])
+def test_sampler_logprobs_equal_recomputed_logprobs_on_policy(tiny_dir, temperature, prefix_cache):
     torch.manual_seed(0)
     pol = LLMPolicy(PolicyConfig(model=str(tiny_dir), max_new_tokens=20, temperature=temperature,
-                                 gen_batch_size=8), torch.device("cpu"))
+                                 gen_batch_size=8, prefix_cache=prefix_cache), torch.device("cpu"))
     gens = pol.generate(["a", "a much longer prompt with padding", "mid length"] * 2)
     assert len(gens) == 6 and all(0 < g.completion_ids.numel() <= 20 for g in gens)
     assert all(g.sampler_logp.shape == g.completion_ids.shape for g in gens)
@@ -50,6 +52,31 @@ def test_sampler_logprobs_equal_recomputed_logprobs_on_policy(tiny_dir, temperat
     assert torch.equal(lp * m, base * m)  # LoRA B = 0 at init: KL to the base model is exactly 0
 
 
+@pytest.mark.parametrize("prefix_cache", [True, False])
+def test_recorded_sampler_logprobs_are_hf_compute_transition_scores(tiny_dir, monkeypatch, prefix_cache):
+    """The last logits processor records what `compute_transition_scores(normalize_logits=True)` computes from
+    `output_scores` (the processed distribution each token was drawn from), without keeping every step's scores."""
+    torch.manual_seed(1)
+    pol = LLMPolicy(PolicyConfig(model=str(tiny_dir), max_new_tokens=12, temperature=0.8, top_p=0.9,
+                                 prefix_cache=prefix_cache), torch.device("cpu"))
+    real, outs = pol.model.generate, []
+
+    def generate(**kw):
+        out = real(**kw, output_scores=True, return_dict_in_generate=True)
+        outs.append(out)
+        return out.sequences
+
+    monkeypatch.setattr(pol.model, "generate", generate)
+    gens = pol.generate(["one prompt"] * 3 + ["another, longer prompt"] * 2)
+    assert len(outs) == (2 if prefix_cache else 1)  # one generate call per run of equal prompts, or per chunk
+    rows = [(o, b) for o in outs for b in range(o.sequences.shape[0])]
+    for g, (o, b) in zip(gens, rows, strict=True):
+        ref = pol.model.compute_transition_scores(o.sequences, o.scores, normalize_logits=True)[b]  # (C,)
+        n = g.completion_ids.numel()
+        assert torch.equal(o.sequences[b, -len(o.scores):][:n], g.completion_ids)
+        assert torch.allclose(g.sampler_logp, ref[:n].float(), atol=1e-6)
+
+
 def test_lora_rank_default_32_and_only_lora_trainable(tiny_dir):
     pol = LLMPolicy(PolicyConfig(model=str(tiny_dir)), torch.device("cpu"))
     names = [n for n, p in pol.model.named_parameters() if p.requires_grad]
@@ -60,7 +87,7 @@ def test_lora_rank_default_32_and_only_lora_trainable(tiny_dir):
 
 def test_top_p_keeps_the_smallest_nucleus_reaching_p():
     scores = torch.log(torch.tensor([[0.2, 0.5, 0.3]]))
-    out = _TopP(0.6)(None, scores)
+    out = TopP(0.6)(None, scores)
     assert torch.isinf(out[0, 0]) and out[0, 0] < 0
     assert torch.isfinite(out[0, 1:]).all()
     assert math.isclose(float(out.softmax(-1)[0, 1]), 0.5 / 0.8, rel_tol=1e-6)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ttlab.discover.llm.policy import LLMPolicy, PolicyConfig, _runs, collate
+from ttlab.discover.config import PolicyConfig
+from ttlab.discover.llm.generation import collate
+from ttlab.discover.llm.policy import LLMPolicy, runs
 from ttlab.discover.llm.tiny import make_tiny_model
 
 
@@ -22,8 +24,8 @@ def policy(tmp_path_factory):
 
 
 def test_runs_of_equal_prompts():
-    assert _runs(["a", "a", "b", "a"]) == [(0, 2), (2, 1), (3, 1)]
-    assert _runs([]) == []
+    assert runs(["a", "a", "b", "a"]) == [(0, 2), (2, 1), (3, 1)]
+    assert runs([]) == []
 
 
 def test_cached_sampler_logprobs_match_the_padded_recompute(policy):
@@ -35,6 +37,37 @@ def test_cached_sampler_logprobs_match_the_padded_recompute(policy):
         lp = policy.logprobs(batch)
     m = batch["mask"]
     assert torch.allclose(lp * m, batch["sampler_logp"] * m, atol=1e-4)  # importance ratio 1 on-policy
+
+
+def test_rollouts_of_one_prompt_read_the_prompt_once(policy):
+    """Generation with a shared prompt: one forward of the prompt at batch 1, then batch-n forwards of one
+    token each (the prompt's last token, then every sampled token); never the prompt again."""
+    shapes = []
+    hook = policy.model.get_input_embeddings().register_forward_hook(
+        lambda mod, inp, out: shapes.append(tuple(inp[0].shape)))
+    try:
+        gens = policy.generate(["a shared prompt"] * 5)
+    finally:
+        hook.remove()
+    P = gens[0].prompt_ids.numel()
+    assert shapes[0] == (1, P - 1)
+    assert set(shapes[1:]) == {(5, 1)} and len(shapes) - 1 == max(g.completion_ids.numel() for g in gens)
+
+
+def test_shared_prompt_samples_what_the_padded_batch_samples(policy):
+    """Rollouts of one prompt: the same seed gives the same completions and sampler log-probs with and without
+    the shared prefill (one `generate` call either way; only the prompt's forward differs: batch 1, repeated,
+    vs every row)."""
+    prompts = ["one prompt for all rollouts"] * 6
+    out = {}
+    for shared in (True, False):
+        policy.cfg.prefix_cache = shared
+        torch.manual_seed(7)
+        out[shared] = policy.generate(prompts)
+    policy.cfg.prefix_cache = True
+    for a, b in zip(out[True], out[False], strict=True):
+        assert torch.equal(a.completion_ids, b.completion_ids) and a.finished == b.finished
+        assert torch.allclose(a.sampler_logp, b.sampler_logp, atol=1e-5)
 
 
 def test_group_logprobs_and_gradient_equal_the_per_row_computation(policy):

@@ -44,8 +44,8 @@ def patched(monkeypatch):
 
 def cfg_for(tiny_dir, root, name, **kw):
     cfg = debug()
-    cfg.model, cfg.root, cfg.run_name = str(tiny_dir), str(root), name
-    cfg.states_per_step, cfg.rollouts_per_state, cfg.max_new_tokens = 2, 4, 16
+    cfg.policy.model, cfg.root, cfg.run_name = str(tiny_dir), str(root), name
+    cfg.states_per_step, cfg.rollouts_per_state, cfg.policy.max_new_tokens = 2, 4, 16
     for k, v in kw.items():
         setattr(cfg, k, v)
     return cfg

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from ttlab.discover.cli import main as discover_main
-from ttlab.discover.loop import debug, parse_budget, run_search
+from ttlab.discover.loop import parse_budget, run_search
+from ttlab.discover.presets import search_debug
 
 
 def test_parse_budget():
@@ -14,7 +15,7 @@ def test_parse_budget():
 
 
 def test_search_end_to_end_then_resume(tmp_path):
-    cfg = debug()
+    cfg = search_debug()
     cfg.root, cfg.run_name = str(tmp_path), "r"
     rec = run_search(cfg, log=lambda *_: None)
     best = json.loads((tmp_path / "discover" / "r" / "best.json").read_text())
@@ -52,7 +53,8 @@ def test_program_weights_are_parsed_and_bad_ones_refused():
 
 
 def test_program_settings_pin_the_proposers_settings_and_bad_ones_are_refused():
-    from ttlab.discover.loop import SearchConfig, make_proposer, parse_program_settings
+    from ttlab.discover.config import SearchConfig
+    from ttlab.discover.loop import make_proposer, parse_program_settings
     from ttlab.discover.puct import Node
 
     pins = '{"lse": {"start": "random", "hop_frac": 0.25}}'
@@ -71,8 +73,8 @@ def test_program_settings_pin_the_proposers_settings_and_bad_ones_are_refused():
 def test_demo_rerun_starts_its_runs_afresh(tmp_path):
     # the demo's search and TTT runs have fixed names: a second `make demo` failed with "run directory exists"
     from ttlab.common.runs import make_run_dir
+    from ttlab.discover.config import SearchConfig
     from ttlab.discover.demo import fresh_runs
-    from ttlab.discover.loop import SearchConfig
 
     out = tmp_path / "discover"
     cfg = SearchConfig(run_name="search", root=str(tmp_path))

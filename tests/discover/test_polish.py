@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from ttlab.common.data import shared_data_file
-from ttlab.discover.polish import PolishConfig, run_polish
+from ttlab.discover.config import PolishConfig
+from ttlab.discover.polish import run_polish
 from ttlab.discover.tasks.erdos import ErdosTask, exact_c5
 
 REF = shared_data_file("erdos_reference.json", required=False)  # None when absent
@@ -37,7 +38,7 @@ def test_polish_improves_a_rough_construction_and_checks_it_exactly(tmp_path):
 
 
 def test_polish_refuses_bad_input(tmp_path):
-    from ttlab.discover.polish import main
+    from ttlab.discover.cli import cmd_polish as main
 
     p = _start_file(tmp_path, [0.5] * 10)
     assert main(["erdos", str(p), "--program", "nope", "--budget", "3s"]) == 2
@@ -49,7 +50,7 @@ def test_polish_refuses_bad_input(tmp_path):
 
 @pytest.mark.skipif(REF is None, reason="shared reference constructions not present")
 def test_polish_picks_the_named_or_best_reference(tmp_path):
-    from ttlab.discover.cli import load_constructions
+    from ttlab.discover.constructions import load_constructions
     from ttlab.discover.polish import pick
 
     items = load_constructions(REF)

@@ -10,6 +10,7 @@ import torch
 from ttlab.drive.evaluate import EvalConfig, env_config
 from ttlab.drive.presets import TRAIN_PRESETS, debug, selfplay
 from ttlab.drive.scenarios import load_scenarios
+from ttlab.drive.stats import SceneCounts, choose_checkpoint, cluster_ratio_stderr
 from ttlab.drive.train import train
 
 
@@ -18,17 +19,6 @@ def _tiny(cfg, tmp_path, name: str) -> None:
     cfg.env.num_envs, cfg.rollout_steps, cfg.total_agent_steps = 4, 16, 4 * 8 * 16
     cfg.scenarios = "procedural:n=4,agents=8"
     cfg.root, cfg.run_name, cfg.show_progress = str(tmp_path), name, False
-
-
-def _heldout_module():
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location(
-        "drive_selfplay_heldout", Path(__file__).resolve().parents[2] / "benchmarks" / "drive_selfplay_heldout.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_time_limit_stops_training_early_with_a_checkpoint(tmp_path):
@@ -114,8 +104,6 @@ def test_set_reward_weights_changes_the_reward_of_a_collision():
 
 
 def test_keep_every_keeps_numbered_checkpoints_and_the_selection_rule(tmp_path):
-    import importlib.util
-    from pathlib import Path
     cfg = debug()
     cfg.root, cfg.run_name, cfg.keep_every = str(tmp_path), "keep", 2
     cfg.total_agent_steps = 5 * 2 * 4 * 16  # 5 updates
@@ -123,15 +111,11 @@ def test_keep_every_keeps_numbered_checkpoints_and_the_selection_rule(tmp_path):
     ck = tmp_path / "drive" / "keep" / "checkpoints"
     assert sorted(p.name for p in ck.glob("update_*.safetensors")) == ["update_000002.safetensors",
                                                                        "update_000004.safetensors"]
-    spec = importlib.util.spec_from_file_location(
-        "drive_selfplay", Path(__file__).resolve().parents[2] / "benchmarks" / "drive_selfplay.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     rows = [{"checkpoint": "a", "goal_rate": 0.97, "collision_plus_offroad": 0.03, "score": 0.96},
             {"checkpoint": "b", "goal_rate": 0.94, "collision_plus_offroad": 0.01, "score": 0.97},
             {"checkpoint": "c", "goal_rate": 0.96, "collision_plus_offroad": 0.02, "score": 0.95}]
-    assert mod.choose(rows)["checkpoint"] == "c"  # b has fewer events but misses the goal-rate floor
-    assert mod.choose([dict(r, goal_rate=0.5) for r in rows])["checkpoint"] == "b"  # none qualifies: best score
+    assert choose_checkpoint(rows)["checkpoint"] == "c"  # b has fewer events but misses the goal-rate floor
+    assert choose_checkpoint([dict(r, goal_rate=0.5) for r in rows])["checkpoint"] == "b"  # none qualifies: best score
 
 
 def test_selfplay_yield_is_selfplay_with_the_benchmark_overrides():
@@ -155,14 +139,13 @@ def test_selfplay_yield_preset_runs_an_update(tmp_path):
 
 
 def test_heldout_scene_counts_equal_the_evaluation(tmp_path):
-    """`benchmarks/drive_selfplay_heldout.py` counts per scene exactly what the evaluation counts in total."""
+    """`SceneCounts` (the held-out benchmark's hook) counts per scene exactly what the evaluation counts in total."""
     from ttlab.drive.evaluate import evaluate
 
     cfg = selfplay()
     _tiny(cfg, tmp_path, "h")
     train(cfg)
-    mod = _heldout_module()
-    rec = mod.SceneCounts(episodes=2, num_scenes=6)
+    rec = SceneCounts(episodes=2, num_scenes=6)
     m = evaluate(EvalConfig(checkpoint=str(tmp_path / "drive" / "h" / "checkpoints" / "latest"), mode="self_play",
                             scenarios="procedural:n=6,agents=8,seed=1000", num_envs=3, episodes=2, device="cpu",
                             out=tmp_path / "e.json"), on_step=rec)
@@ -178,7 +161,7 @@ def test_heldout_scene_counts_equal_the_evaluation(tmp_path):
         assert bool((events <= rec.egos).all())
     assert s["first_3"]["scenes"] == int((rec.egos[:3] > 0).sum())
     # scene_order=cycle: 3 envs x 2 episodes play the pool of 6 exactly once, so every scene starts its 8 vehicles
-    cyc = mod.SceneCounts(episodes=2, num_scenes=6)
+    cyc = SceneCounts(episodes=2, num_scenes=6)
     m2 = evaluate(EvalConfig(checkpoint=str(tmp_path / "drive" / "h" / "checkpoints" / "latest"), mode="self_play",
                              scenarios="procedural:n=6,agents=8,seed=1000", num_envs=3, episodes=2, device="cpu",
                              scene_order="cycle", out=tmp_path / "c.json"), on_step=cyc)
@@ -194,15 +177,13 @@ def test_heldout_scene_counts_equal_the_evaluation(tmp_path):
 def test_cluster_ratio_stderr():
     """The scene-clustered standard error: equal clusters give std(rates) / sqrt(S); unequal ones weight by size;
     one cluster has none."""
-    mod = _heldout_module()
     bad, egos = torch.tensor([0, 2, 1, 5]), torch.tensor([8, 8, 8, 8])
     rates = bad.double() / 8
-    assert mod.cluster_ratio_stderr(bad, egos) == pytest.approx(float(rates.std() / 2), rel=1e-12)
+    assert cluster_ratio_stderr(bad, egos) == pytest.approx(float(rates.std() / 2), rel=1e-12)
     # unplayed scenes are left out; a cluster twice as large counts twice
     bad2, egos2 = torch.tensor([0, 4, 1, 0]), torch.tensor([8, 16, 8, 0])
     r = 5 / 32
     want = (3 / 2 * ((0 - r * 8) ** 2 + (4 - r * 16) ** 2 + (1 - r * 8) ** 2)) ** 0.5 / 32
-    assert mod.cluster_ratio_stderr(bad2, egos2) == pytest.approx(want, rel=1e-12)
-    assert mod.cluster_ratio_stderr(torch.tensor([1]), torch.tensor([8])) != mod.cluster_ratio_stderr(
+    assert cluster_ratio_stderr(bad2, egos2) == pytest.approx(want, rel=1e-12)
+    assert cluster_ratio_stderr(torch.tensor([1]), torch.tensor([8])) != cluster_ratio_stderr(
         torch.tensor([1]), torch.tensor([8]))  # nan: no spread from one scene
-    assert mod.scene_count("procedural:n=6,agents=8,seed=1000") == 6

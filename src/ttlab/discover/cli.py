@@ -2,68 +2,21 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
+from fractions import Fraction
 
 import numpy as np
-import tyro
 
 from ttlab.common.cli import dispatch
 from ttlab.common.config import parse_config
-
-
-@dataclass
-class VerifyConfig:
-    """Verify a construction file: `ttlab discover verify TASK FILE`."""
-
-    task: tyro.conf.Positional[str] = "erdos"
-    """erdos | ac1 | ac2 | circle26 | circle32."""
-    file: tyro.conf.Positional[Path] = Path("")
-    """JSON (a list; {"h": [...]}; {"construction": [...]}; the seed/reference program output
-    {"h_values": [...], "c5_bound": ..., "n_points": ...}; an Erdős reference file) or .npy."""
-    claim: str = ""
-    """Erdős only: a claimed C5 (decimal) to check in exact rational arithmetic."""
-    exact_timeout_s: float = 60.0
-    """Deadline of the exact check (--claim), run in a worker process."""
-
-
-MAX_FILE_BYTES = 64 * 2**20
-"""Largest construction file `verify` reads."""
-
-
-def load_constructions(path: Path) -> list[tuple[str, object, float | None, dict]]:
-    """(name, array-like, published/reported score or None, extra fields) for every construction in the file.
-
-    A reported score (`score`, `c5`, `c5_bound`) is only ever compared with the recomputed one.
-    """
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise ValueError(f"{path}: {path.stat().st_size} bytes, larger than the {MAX_FILE_BYTES} bytes verify reads")
-    if path.suffix == ".npy":
-        from ttlab.discover.sandbox_npy import NpyError, parse_npy
-
-        try:
-            return [(path.name, parse_npy(path.read_bytes(), 10_000_000), None, {})]
-        except NpyError as e:
-            raise ValueError(f"{path}: {e}") from e
-    try:
-        d = json.loads(path.read_text())
-    except ValueError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from e
-    if isinstance(d, list):
-        return [(path.name, d, None, {})]
-    if isinstance(d, dict) and "constructions" in d:
-        return [(c.get("name", f"#{i}"), c.get("h", c.get("construction")), c.get("c5", c.get("score")), {})
-                for i, c in enumerate(d["constructions"])]
-    if isinstance(d, dict) and "h_values" in d:
-        return [(path.name, d["h_values"], d.get("c5_bound"), {"n_points": d.get("n_points"), "reported_key": "c5_bound"})]
-    if isinstance(d, dict):
-        for key in ("construction", "h", "f", "circles"):
-            if key in d:
-                return [(path.name, d[key], d.get("score"), {})]
-    raise ValueError(f"{path}: expected a list, or a dict with 'h_values'/'construction'/'h'/'f'/'circles'/'constructions'")
+from ttlab.discover.config import PolishConfig, SearchConfig, TrainConfig, VerifyConfig
+from ttlab.discover.constructions import load_constructions
+from ttlab.discover.llm.models import resolve_model
+from ttlab.discover.llm.presets import TRAIN_PRESETS
+from ttlab.discover.loop import run_search
+from ttlab.discover.polish import run_polish
+from ttlab.discover.presets import POLISH_PRESETS, SEARCH_PRESETS
+from ttlab.discover.tasks import get_task
+from ttlab.discover.tasks.erdos import exact_c5_bounded
 
 
 def _as_number(v: object) -> float | None:
@@ -74,8 +27,6 @@ def _as_number(v: object) -> float | None:
 
 
 def cmd_verify(argv: list[str]) -> int:
-    from ttlab.discover.tasks import get_task
-
     cfg = parse_config(VerifyConfig, argv=argv, prog="ttlab discover verify")
     if not str(cfg.file) or str(cfg.file) == ".":
         print("ttlab discover verify: FILE is required (usage: ttlab discover verify TASK FILE)")
@@ -104,15 +55,11 @@ def cmd_verify(argv: list[str]) -> int:
         print(line)
         bad += not res.valid
         if cfg.claim and task.name == "erdos" and res.valid:
-            from ttlab.discover.tasks.erdos import exact_c5_bounded
-
             c, feasible, msg = exact_c5_bounded(np.asarray(arr, dtype=np.float64), cfg.exact_timeout_s)
             if c is None:
                 print(f"  exact check of claim {cfg.claim}: NOT DONE ({msg})")
                 bad += 1
                 continue
-            from fractions import Fraction
-
             ok = feasible and c <= Fraction(cfg.claim)
             print(f"  exact check of claim {cfg.claim}: {'HOLDS' if ok else 'FAILS'} (exact C5 = {float(c):.15f}; {msg})")
             bad += not ok
@@ -120,9 +67,7 @@ def cmd_verify(argv: list[str]) -> int:
 
 
 def cmd_search(argv: list[str]) -> int:
-    from ttlab.discover.loop import PRESETS, SearchConfig, run_search
-
-    cfg = parse_config(SearchConfig, PRESETS, argv=argv, prog="ttlab discover search")
+    cfg = parse_config(SearchConfig, SEARCH_PRESETS, argv=argv, prog="ttlab discover search")
     try:
         rec = run_search(cfg)
     except ValueError as e:
@@ -131,16 +76,33 @@ def cmd_search(argv: list[str]) -> int:
     return 0 if rec.get("valid") else 1
 
 
-def cmd_train(argv: list[str]) -> int:
-    from ttlab.discover.llm.trainer import main_train
-
-    return main_train(argv)
-
-
 def cmd_polish(argv: list[str]) -> int:
-    from ttlab.discover.polish import main as polish_main
+    cfg = parse_config(PolishConfig, POLISH_PRESETS, argv=argv, prog="ttlab discover polish")
+    if not str(cfg.file) or str(cfg.file) == ".":
+        print("ttlab discover polish: FILE is required (usage: ttlab discover polish TASK FILE)")
+        return 2
+    try:
+        rec = run_polish(cfg)
+    except (ValueError, OSError) as e:
+        print(f"ttlab discover polish: {e}")
+        return 2
+    claim = rec.get("exact", {}).get("claim")
+    return 1 if claim is not None and not claim["holds"] else 0
 
-    return polish_main(argv)
+
+def cmd_train(argv: list[str]) -> int:
+    """`ttlab discover train --task erdos --model PATH --preset NAME [...]`."""
+    cfg = parse_config(TrainConfig, TRAIN_PRESETS, argv=argv, prog="ttlab discover train")
+    try:
+        resolve_model(cfg.policy.model)
+    except (OSError, ValueError, ImportError) as e:
+        print(f"ttlab discover train: {e}")
+        return 2
+    # deferred on purpose: the trainer pulls in transformers and peft (~4 s of imports) that no other command needs
+    from ttlab.discover.llm.trainer import train
+
+    train(cfg)
+    return 0
 
 
 COMMANDS: dict = {

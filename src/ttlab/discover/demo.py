@@ -1,17 +1,23 @@
 """`discover` demo stage: verify the published Erdős constructions, contain a hostile program, run a
 short offline PUCT search with the program-library proposer, then 2 real TTT steps of SmolLM2-135M
 (warm-started LoRA; sandboxed, verified programs). About 2 + 3 minutes on 2 CPU cores. The TTT steps run
-only when the preset's warm-start adapter is cached (`trainer.warm_start_dir`); otherwise the stage says it
+only when the preset's warm-start adapter is cached (`warmstart.warm_start_dir`); otherwise the stage says it
 skipped them and how to build the adapter (~20 CPU minutes once), unless TTLAB_DEMO_TTT=1 trains it here."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
 from ttlab.common.data import SharedDataMissing, shared_data_file
-from ttlab.discover.loop import SearchConfig, run_search
+from ttlab.discover.config import SearchConfig
+from ttlab.discover.llm.models import cache_root
+from ttlab.discover.llm.presets import cpu_smollm2
+from ttlab.discover.llm.trainer import train
+from ttlab.discover.llm.warmstart import warm_start_dir
+from ttlab.discover.loop import run_search
 from ttlab.discover.sandbox import Job, Limits, SandboxPool
 from ttlab.discover.tasks import get_task
 from ttlab.discover.tasks.erdos import check_record, load_reference
@@ -62,12 +68,6 @@ def run(out_dir: Path, device: str = "cpu") -> str:
 
 def ttt_line(out_dir: Path) -> str:
     """2 TTT steps of SmolLM2-135M (1 state x 4 rollouts each) with the cpu_smollm2 preset's warm start."""
-    import os
-
-    from ttlab.discover.llm.models import cache_root
-    from ttlab.discover.llm.presets import cpu_smollm2
-    from ttlab.discover.llm.trainer import train, warm_start_dir
-
     cfg = cpu_smollm2()
     wdir = None
     if any((cache_root() / "warmstart").glob("*/adapter.safetensors")):  # cheap pre-check: no model conversion
@@ -81,7 +81,7 @@ def ttt_line(out_dir: Path) -> str:
                 f"{cache_root() / 'warmstart'} (building it takes about 20 CPU minutes once, more than the demo's "
                 "budget): run `ttlab discover train --preset cpu_smollm2 --steps 1` once, or set TTLAB_DEMO_TTT=1 "
                 "to train it inside the demo")
-    cfg.steps, cfg.states_per_step, cfg.rollouts_per_state, cfg.gen_batch_size = 2, 1, 4, 4
+    cfg.steps, cfg.states_per_step, cfg.rollouts_per_state, cfg.policy.gen_batch_size = 2, 1, 4, 4
     cfg.root, cfg.run_name = str(out_dir.parent), "ttt_smollm2"
     try:
         m = train(cfg, log=lambda *_: None)

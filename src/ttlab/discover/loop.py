@@ -12,7 +12,6 @@ import json
 import math
 import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,71 +20,14 @@ from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.logging import Logger
 from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages
-from ttlab.discover.llm.http_proposer import HTTPConfig, HTTPProposer
-from ttlab.discover.proposers import LibraryProposer, Proposer
+from ttlab.discover.config import SearchConfig
+from ttlab.discover.llm.http_proposer import HTTPProposer
+from ttlab.discover.proposers import LibraryProposer, Proposer, library_programs, read_settings
 from ttlab.discover.puct import PUCTTree
 from ttlab.discover.sandbox import Job, Limits, SandboxPool, batch_deadline_s, result_within
 from ttlab.discover.tasks import get_task
 from ttlab.discover.tasks.base import Task, VerifyResult
-
-
-@dataclass
-class SearchConfig:
-    """Offline (or LLM) discovery search on one task."""
-
-    task: str = "erdos"
-    """erdos | ac1 | ac2 | circle26 | circle32."""
-    proposer: str = "library"
-    """library (offline optimiser programs) | http (an OpenAI-compatible server, generation only; the
-    trained LLM proposer is `ttlab discover train`)."""
-    http: HTTPConfig = field(default_factory=HTTPConfig)
-    """--proposer http: the server (--http.base-url, --http.model, ...)."""
-    budget: str = "10m"
-    """Wall-clock budget of this invocation: e.g. 90s, 10m, 1h."""
-    workers: int = 2
-    """Sandboxed programs run in parallel (pre-forked runners)."""
-    states_per_step: int = 2
-    """States selected by PUCT per step."""
-    samples_per_state: int = 2
-    """Programs proposed per selected state (one advantage group)."""
-    program_budget_s: float = 12.0
-    """Seconds each program is told it may run (`budget_s`); the wall limit adds `grace_s`."""
-    grace_s: float = 10.0
-    """Extra wall-clock seconds before a program's process group is killed."""
-    memory_mb: int = 3072
-    """Address-space limit per program (MiB)."""
-    init_states: int = 4
-    """Random initial constructions (tree roots) for a new run."""
-    puct_c: float = 1.0
-    """PUCT exploration constant c."""
-    keep_children: int = 8
-    """Children kept per parent at each flush."""
-    max_roots: int = 16
-    """Roots kept at each flush."""
-    program_weights: str = ""
-    """Library proposer: relative weights per program, e.g. `lse=3,minimax=1` (others 1; empty: the task's
-    default, Erdős `lse=3`)."""
-    program_settings: str = ""
-    """Library proposer: JSON pinning settings per program over the mutated ones, e.g.
-    `{"lse": {"start": "random", "hop_frac": 0.25}}` (keys must be the program's SETTINGS keys)."""
-    seed: int = 0
-    """Seed of the initial states and of the proposer."""
-    run_name: str | None = None
-    """Run directory name under runs/discover (default: a timestamp)."""
-    root: str = "runs"
-    """Root of run directories."""
-    resume: bool = False
-    """Continue the run in runs/discover/<run_name> from its tree.json."""
-    max_steps: int = 0
-    """Stop after this many steps (0: only the budget stops the run)."""
-
-
-def debug() -> SearchConfig:
-    return SearchConfig(budget="20s", program_budget_s=2.0, grace_s=5.0, init_states=2, states_per_step=2,
-                        samples_per_state=1, max_steps=2)
-
-
-PRESETS = {"debug": debug, "default": SearchConfig}
+from ttlab.discover.tasks.erdos import AE_BAR, exact_c5_bounded
 
 
 def parse_budget(s: str) -> float:
@@ -107,8 +49,6 @@ def best_record(task: Task, tree: PUCTTree) -> dict:
            "higher_is_better": task.higher_is_better, "best_known": task.best_known,
            "construction": node.array().tolist(), "code": node.code}
     if task.name == "erdos" and res.valid:
-        from ttlab.discover.tasks.erdos import AE_BAR, exact_c5_bounded
-
         c, ok, msg = exact_c5_bounded(node.array())  # worker with a deadline, cached: paid once per new best
         out["exact"] = {"c5": float(c) if c is not None else None, "feasible": ok, "message": msg,
                         "beats_alphaevolve": bool(ok and c is not None and c < AE_BAR)}
@@ -124,8 +64,6 @@ LP on jittered centres."""
 
 def parse_program_weights(spec: str, task: str) -> dict[str, float]:
     """`name=w,name=w` -> {name: w}; names must be library programs of the task, weights >= 0."""
-    from ttlab.discover.proposers import library_programs
-
     names = library_programs(task)
     out: dict[str, float] = {}
     for part in [p.strip() for p in spec.split(",") if p.strip()]:
@@ -146,8 +84,6 @@ def parse_program_weights(spec: str, task: str) -> dict[str, float]:
 
 def parse_program_settings(spec: str, task: str) -> dict[str, dict]:
     """`{"program": {"key": value}}` -> the same dict, checked against the task's library programs."""
-    from ttlab.discover.proposers import library_programs, read_settings
-
     if not spec:
         return {}
     try:

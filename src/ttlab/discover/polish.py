@@ -12,51 +12,18 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from pathlib import Path
+from fractions import Fraction
 
 import numpy as np
-import tyro
 
 from ttlab.common.checkpoint import atomic_write_text
-from ttlab.common.config import parse_config
-
-
-@dataclass
-class PolishConfig:
-    """Polish a construction: `ttlab discover polish TASK FILE [--name NAME] --budget 10m`."""
-
-    task: tyro.conf.Positional[str] = "erdos"
-    """erdos | ac1 | ac2 | circle26 | circle32."""
-    file: tyro.conf.Positional[Path] = Path("")
-    """Start construction: JSON (list, {"h"|"construction": ...}, a best.json, a reference file) or .npy."""
-    name: str = ""
-    """Which construction of a file holding several (default: the best-scoring one)."""
-    program: str = "minimax"
-    """Library program (`ttlab/discover/library/<task>_<program>.py`) run from the current best each round."""
-    budget: str = "5m"
-    """Total wall-clock budget (e.g. 90s, 10m, 1h)."""
-    round_s: float = 60.0
-    """Seconds per sandboxed round; the best construction is saved after every improving round."""
-    upsample: int = 1
-    """Split every piece in this many equal pieces before polishing (same function, more freedom)."""
-    out: Path = Path("runs/discover/polish/best.json")
-    """Where the best construction (with its verified and, for Erdős, exact score) is written."""
-    claim: str = ""
-    """Erdős only: a claimed C5 (decimal) to check exactly on the final construction."""
-    memory_mb: int = 3072
-    """Address-space limit of the sandboxed program (MiB)."""
-    seed: int = 0
-    """Seed passed to the program (round r gets seed + r)."""
-    settings: str = ""
-    """JSON object overriding the program's SETTINGS, e.g. '{"objective": "scaled", "tau0": 1e-7}'."""
-
-
-def debug() -> PolishConfig:
-    return PolishConfig(budget="20s", round_s=8.0)
-
-
-PRESETS = {"debug": debug, "default": PolishConfig}
+from ttlab.discover.config import PolishConfig
+from ttlab.discover.constructions import load_constructions
+from ttlab.discover.loop import parse_budget
+from ttlab.discover.proposers import library_programs, read_settings, render
+from ttlab.discover.sandbox import Limits, run_program
+from ttlab.discover.tasks import get_task
+from ttlab.discover.tasks.erdos import check_record, exact_c5
 
 
 def pick(task, items: list[tuple], name: str) -> tuple[str, np.ndarray, float]:
@@ -83,8 +50,6 @@ def exactly_feasible(h: np.ndarray) -> np.ndarray:
     added to the piece nearest 0.5, rounded up, then a few ulps more until n max(h) <= 2 sum(h) holds in
     exact arithmetic; the max is untouched, so the function changes by about the shortfall and C5 is
     recomputed afterwards."""
-    from fractions import Fraction
-
     h = np.asarray(h, dtype=np.float64).copy()
     n = h.size
     j = int(np.argmin(np.abs(h - 0.5)))
@@ -108,8 +73,6 @@ def record(task, h: np.ndarray, score: float, history: list[dict], claim: str) -
         score = task.verify(h).score
     out = {"task": task.name, "score": score, "n": int(h.size), "construction": h.tolist(), "history": history}
     if task.name == "erdos":
-        from ttlab.discover.tasks.erdos import check_record, exact_c5
-
         c, ok, msg = exact_c5(h)
         out["exact"] = {"c5": float(c), "c5_fraction": f"{c.numerator}/{c.denominator}", "feasible": ok,
                         "message": msg}
@@ -120,12 +83,6 @@ def record(task, h: np.ndarray, score: float, history: list[dict], claim: str) -
 
 
 def run_polish(cfg: PolishConfig, log=print) -> dict:
-    from ttlab.discover.cli import load_constructions
-    from ttlab.discover.loop import parse_budget
-    from ttlab.discover.proposers import library_programs, read_settings, render
-    from ttlab.discover.sandbox import Limits, run_program
-    from ttlab.discover.tasks import get_task
-
     task = get_task(cfg.task)
     programs = library_programs(task.name)
     if cfg.program not in programs:
@@ -192,17 +149,3 @@ def run_polish(cfg: PolishConfig, log=print) -> dict:
     if ex and "claim" in ex:
         log(f"exact check of claim {cfg.claim}: {'HOLDS' if ex['claim']['holds'] else 'FAILS'} ({ex['claim']['message']})")
     return rec
-
-
-def main(argv: list[str]) -> int:
-    cfg = parse_config(PolishConfig, PRESETS, argv=argv, prog="ttlab discover polish")
-    if not str(cfg.file) or str(cfg.file) == ".":
-        print("ttlab discover polish: FILE is required (usage: ttlab discover polish TASK FILE)")
-        return 2
-    try:
-        rec = run_polish(cfg)
-    except (ValueError, OSError) as e:
-        print(f"ttlab discover polish: {e}")
-        return 2
-    claim = rec.get("exact", {}).get("claim")
-    return 1 if claim is not None and not claim["holds"] else 0

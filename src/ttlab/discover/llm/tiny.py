@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
+
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
@@ -20,9 +24,6 @@ SPECIALS = ("<|pad|>", "<|endoftext|>")
 
 def byte_tokenizer():
     """A `PreTrainedTokenizerFast` over the 256 byte-level symbols + pad/eos (ids 256, 257)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
     alphabet = pre_tokenizers.ByteLevel.alphabet()  # the 256 printable stand-ins for bytes
     vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
     for j, s in enumerate(SPECIALS):
@@ -39,9 +40,6 @@ def byte_tokenizer():
 def make_tiny_model(path: str | Path, hidden: int = 64, layers: int = 2, heads: int = 4, arch: str = "qwen2",
                     intermediate: int | None = None, seed: int = 0, chat_template: bool = True) -> Path:
     """Write a random `arch` ("qwen2" or "llama") causal LM + byte tokenizer to `path`; returns `path`."""
-    import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config
-
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     tok = byte_tokenizer()

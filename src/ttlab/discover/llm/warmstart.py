@@ -18,36 +18,24 @@ CPU minutes enough. The adapter is saved in PEFT layout and cached by its config
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 
+from ttlab.common.checkpoint import atomic_write_text
+from ttlab.discover.config import TrainConfig, WarmStartConfig
+from ttlab.discover.llm import corpus
 from ttlab.discover.llm.corpus import PROGRAM_HEAD, mutate_program, sample_program
-from ttlab.discover.llm.models import cache_root
+from ttlab.discover.llm.models import cache_root, resolve_model
 from ttlab.discover.llm.policy import LLMPolicy
-from ttlab.discover.prompts import PromptState, build_compact_prompt
+from ttlab.discover.prompts import ANSWER_PREFIXES, PromptState, build_compact_prompt
 from ttlab.discover.tasks import get_task
-
-
-@dataclass
-class WarmStartConfig:
-    """LoRA SFT on grammar programs (the trainer's `--warm-start` runs it, or loads the cached adapter)."""
-
-    groups: int = 24
-    """Distinct prompts (parent programs); each carries `per_group` target programs."""
-    per_group: int = 4
-    """Target programs per prompt (they share one prompt forward)."""
-    epochs: int = 1
-    """Passes over the examples."""
-    lr: float = 1e-3
-    """Adam learning rate of the SFT."""
-    root_frac: float = 0.3
-    """Fraction of prompts whose parent is the root (identity) program."""
-    seed: int = 1234
-    """Seed of the corpus and the SFT."""
 
 
 def sft_examples(cfg: WarmStartConfig, task_name: str = "erdos") -> list[tuple[str, list[str]]]:
@@ -78,10 +66,6 @@ def key_digest(cfg: WarmStartConfig, model_path, lora_rank: int, lora_alpha: int
                answer_prefix: str) -> str:
     """The cache key of a warm start: its config, the resolved model, the LoRA shape, the answer prefix and
     the grammar's source (`corpus.py`)."""
-    import inspect
-
-    from ttlab.discover.llm import corpus
-
     key = json.dumps({"cfg": asdict(cfg), "model": str(model_path), "rank": lora_rank, "alpha": lora_alpha,
                       "targets": target_modules, "prefix": answer_prefix, "corpus": inspect.getsource(corpus)},
                      sort_keys=True)
@@ -90,7 +74,16 @@ def key_digest(cfg: WarmStartConfig, model_path, lora_rank: int, lora_alpha: int
 
 def digest(cfg: WarmStartConfig, policy: LLMPolicy) -> str:
     return key_digest(cfg, policy.path, policy.cfg.lora_rank, policy.cfg.lora_alpha, policy.cfg.target_modules,
-                      policy.cfg.answer_prefix)
+                      policy.answer_prefix)
+
+
+def warm_start_dir(cfg: TrainConfig) -> Path:
+    """Where a train config's warm-start adapter is cached (it may not exist yet). Resolves the model (a built-in
+    GGUF is converted once, ~40 s) but loads no weights."""
+    prefix = ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))
+    p = cfg.policy
+    return cache_root() / "warmstart" / key_digest(cfg.warm, resolve_model(p.model), p.lora_rank, p.lora_alpha,
+                                                   p.target_modules, prefix)
 
 
 def sft(policy: LLMPolicy, cfg: WarmStartConfig, log=print) -> dict:
@@ -128,18 +121,12 @@ def warm_start(policy: LLMPolicy, cfg: WarmStartConfig, cache: bool = True, log=
     """Load the cached warm-start adapter for (cfg, model, LoRA shape), or train and cache it."""
     d = cache_root() / "warmstart" / digest(cfg, policy)
     if cache and (d / "adapter.safetensors").is_file():
-        from safetensors.torch import load_file
-
         policy.load_adapter_state(load_file(str(d / "adapter.safetensors")))
         info = json.loads((d / "info.json").read_text())
         log(f"warm start: loaded {d}")
         return {**info, "cached": True}
     info = sft(policy, cfg, log)
     if cache:
-        from safetensors.torch import save_file
-
-        from ttlab.common.checkpoint import atomic_write_text
-
         d.mkdir(parents=True, exist_ok=True)
         tmp = d / "adapter.safetensors.tmp"
         save_file({k: v.contiguous() for k, v in policy.adapter_state().items()}, str(tmp))

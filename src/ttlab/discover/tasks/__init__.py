@@ -4,31 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ttlab.discover.tasks.autocorrelation import AC1Task, AC2Task
 from ttlab.discover.tasks.base import Task, VerifyResult
+from ttlab.discover.tasks.circle_packing import CirclePackingTask
+from ttlab.discover.tasks.erdos import ErdosTask
 
-TASKS: dict[str, Callable[[], Task]] = {}
-
-
-def _register() -> None:
-    from ttlab.discover.tasks.erdos import ErdosTask
-
-    TASKS["erdos"] = ErdosTask
-    try:
-        from ttlab.discover.tasks.autocorrelation import AC1Task, AC2Task
-        from ttlab.discover.tasks.circle_packing import CirclePackingTask
-
-        TASKS["ac1"] = AC1Task
-        TASKS["ac2"] = AC2Task
-        TASKS["circle26"] = lambda: CirclePackingTask(26)
-        TASKS["circle32"] = lambda: CirclePackingTask(32)
-    except ModuleNotFoundError as e:
-        if not (e.name or "").startswith("ttlab.discover.tasks"):
-            raise
+TASKS: dict[str, Callable[[], Task]] = {
+    "erdos": ErdosTask,
+    "ac1": AC1Task,
+    "ac2": AC2Task,
+    "circle26": lambda: CirclePackingTask(26),
+    "circle32": lambda: CirclePackingTask(32),
+}
 
 
 def get_task(name: str) -> Task:
-    if not TASKS:
-        _register()
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; choose from {sorted(TASKS)}")
     return TASKS[name]()

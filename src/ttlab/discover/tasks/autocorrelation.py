@@ -27,7 +27,7 @@ def autoconv(f: np.ndarray) -> np.ndarray:
     """f * f (discrete), bounded time for every accepted n."""
     if f.shape[0] <= DIRECT_MAX:
         return np.convolve(f, f)
-    from scipy.signal import fftconvolve
+    from scipy.signal import fftconvolve  # deferred on purpose: ~2 s to import, only n > DIRECT_MAX needs it
 
     return np.maximum(fftconvolve(f, f), 0.0)  # f >= 0: clip FFT round-off below zero
 
