@@ -1,9 +1,9 @@
 """Polish the published Erdős record construction under the search's rules; prints one JSON line last.
 
-    python benchmarks/discover_polish.py [--budget 4m] [--upsample 1] [--program minimax|lse] [--out benchmarks/results/erdos_polish.json]
+    python benchmarks/discover_polish.py [--time-limit 4m] [--upsample 1] [--program minimax|lse] [--out benchmarks/results/erdos_polish.json]
     python benchmarks/discover_polish.py --preset hop [--seed 1]   # a named polish preset (presets.py)
 
-Runs `ttlab discover polish erdos ../shared/data/erdos_reference.json` (the TTT-Discover 600-piece record by
+Runs `ttlab discover polish ../shared/data/erdos_reference.json` (the TTT-Discover 600-piece record by
 default): the minimax SLP program in the sandbox, every round re-verified, the final construction checked in
 exact rational arithmetic against the published record. Writes the construction + exact C5 to --out.
 `--preset NAME` starts from that `ttlab discover polish` preset; every flag given also overrides its field.
@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--name", default="ttt_discover_2026")
     ap.add_argument("--preset", default="", choices=["", *sorted(POLISH_PRESETS)],
                     help="start from this `ttlab discover polish` preset (default: minimax, 4m, rounds of 60 s)")
-    ap.add_argument("--budget", default=None)
+    ap.add_argument("--time-limit", "--budget", dest="time_limit", default=None)
     ap.add_argument("--round-s", type=float, default=None)
     ap.add_argument("--upsample", type=int, default=None)
     ap.add_argument("--program", default=None, help="library program: minimax (exact SLP) or lse (smoothed)")
@@ -54,15 +54,15 @@ def main() -> None:
     except OSError:
         rev = ""
     t0 = time.time()
-    given = {k: getattr(a, k) for k in ("budget", "round_s", "upsample", "program", "seed", "settings")}
-    base = POLISH_PRESETS[a.preset]() if a.preset else PolishConfig(budget="4m")
+    given = {k: getattr(a, k) for k in ("time_limit", "round_s", "upsample", "program", "seed", "settings")}
+    base = POLISH_PRESETS[a.preset]() if a.preset else PolishConfig(time_limit="4m")
     cfg = dataclasses.replace(base, task="erdos", file=ref, name=a.name, out=Path(a.out), claim=str(RECORD),
                               **{k: v for k, v in given.items() if v is not None})
     rec = run_polish(cfg)
     machine = {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                "load_end": [round(x, 2) for x in os.getloadavg()]}
     rec.update({"commit": rev, "machine": machine, "wall_s": round(time.time() - t0, 1), "preset": a.preset,
-                "config": {"program": cfg.program, "settings": cfg.settings, "budget": cfg.budget,
+                "config": {"program": cfg.program, "settings": cfg.settings, "time_limit": cfg.time_limit,
                            "round_s": cfg.round_s, "upsample": cfg.upsample, "seed": cfg.seed},
                 "command": "python benchmarks/discover_polish.py " + shlex.join(sys.argv[1:])})
     Path(a.out).write_text(json.dumps(rec) + "\n")

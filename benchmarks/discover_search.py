@@ -1,11 +1,11 @@
 """Offline Erdős search from random starts, several seeds: best C5 against wall time; prints one JSON line last.
 
-    python benchmarks/discover_search.py [--budget 10m] [--seeds 0,1,2] [--workers 2]
+    python benchmarks/discover_search.py [--time-limit 10m] [--seeds 0,1,2] [--workers 2]
     python benchmarks/discover_search.py --preset erdos_auto --seeds 0,1,2   # a named search preset (presets.py)
 
 `--preset NAME` starts from that `ttlab discover search` preset; every flag given also overrides its field.
 
-Each seed runs `ttlab discover search --task erdos --proposer library --budget B --seed S` (random initial
+Each seed runs `ttlab discover search --task erdos --proposer library --time-limit B --seed S` (random initial
 states, the library's optimiser programs in the sandbox, every score recomputed by the verifier) one after
 the other. Recorded per seed: best C5 after every step (with wall time and evaluations), the time at which
 it first beat AlphaEvolve (0.380924) and the record (0.380876), evaluations per second; across seeds: the
@@ -97,7 +97,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="", choices=["", *sorted(SEARCH_PRESETS)],
                     help="start from this `ttlab discover search` preset (default: the search's defaults)")
-    ap.add_argument("--budget", default=None, help="per seed (default 10m)")
+    ap.add_argument("--time-limit", "--budget", dest="time_limit", default=None, help="per seed (default 10m)")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--workers", type=int, default=None, help="default 2")
     ap.add_argument("--root", default="runs")
@@ -112,7 +112,7 @@ def main() -> None:
     ap.add_argument("--best-out", default="", help="write the best seed's best construction here (its run's "
                     "best.json: construction, the program that wrote it, the exact check)")
     a = ap.parse_args()
-    given = {k: getattr(a, k) for k in ("budget", "workers", "program_weights", "program_settings", "program_budget_s",
+    given = {k: getattr(a, k) for k in ("time_limit", "workers", "program_weights", "program_settings", "program_budget_s",
                                         "init_states", "states_per_step", "samples_per_state")}
     base = dataclasses.replace(SEARCH_PRESETS[a.preset]() if a.preset else SearchConfig(),
                                **{k: v for k, v in given.items() if v is not None})
@@ -144,7 +144,7 @@ def main() -> None:
     res = {"benchmark": "discover_search", "commit": rev, "wall_s": round(time.time() - t0, 1),
            "machine": {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                        "load_end": [round(x, 2) for x in os.getloadavg()]},
-           "config": {"preset": a.preset, "budget": base.budget, "workers": base.workers, "seeds": seeds,
+           "config": {"preset": a.preset, "time_limit": base.time_limit, "workers": base.workers, "seeds": seeds,
                       "proposer": "library", "program_weights": base.program_weights,
                       "program_settings": base.program_settings, "program_budget_s": base.program_budget_s,
                       "init_states": base.init_states, "states_per_step": base.states_per_step,
@@ -163,7 +163,7 @@ def main() -> None:
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res) + "\n")
     plot(res, Path(a.png))
-    print(json.dumps({"benchmark": "discover_search", **res["summary"], "preset": a.preset, "budget": base.budget,
+    print(json.dumps({"benchmark": "discover_search", **res["summary"], "preset": a.preset, "time_limit": base.time_limit,
                       "t_below_alphaevolve": [r["t_below_alphaevolve"] for r in out],
                       "wall_s": res["wall_s"], "machine": res["machine"], "commit": rev}))
 

@@ -1,8 +1,8 @@
 """The offline search on the other tasks (AC1, AC2, circle packing n = 26, 32) against the published figures.
 
-    python benchmarks/discover_tasks.py [--budget 4m] [--tasks ac1,ac2,circle26,circle32] [--seed 0] [--workers 1]
+    python benchmarks/discover_tasks.py [--time-limit 4m] [--tasks ac1,ac2,circle26,circle32] [--seed 0] [--workers 1]
 
-For each task: `ttlab discover search --task T --proposer library --budget B --seed S` (random initial states,
+For each task: `ttlab discover search --task T --proposer library --time-limit B --seed S` (random initial states,
 the task's library programs in the sandbox, every score recomputed by the task's verifier), then the best
 construction re-verified. Recorded per task: best score, the published figure it is compared with (the task's
 `best_known`, with its source), the gap, whether it is matched or beaten (direction-aware), evaluations per
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--budget", default="4m")
+    ap.add_argument("--time-limit", "--budget", dest="time_limit", default="4m")
     ap.add_argument("--tasks", default="ac1,ac2,circle26,circle32")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
@@ -44,7 +44,7 @@ def main() -> None:
     rows = []
     for name in tasks:
         task = get_task(name)
-        cfg = SearchConfig(task=name, proposer="library", budget=a.budget, workers=a.workers, seed=a.seed,
+        cfg = SearchConfig(task=name, proposer="library", time_limit=a.time_limit, workers=a.workers, seed=a.seed,
                            root=a.root, run_name=f"bench_tasks_{int(t0)}_{name}")
         rec = run_search(cfg, log=lambda s: print(s, flush=True))
         check = task.verify(np.asarray(rec["construction"], dtype=np.float64))  # the best, verified again
@@ -62,9 +62,9 @@ def main() -> None:
     res = {"benchmark": "discover_tasks", "commit": rev, "wall_s": round(time.time() - t0, 1),
            "machine": {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                        "load_end": [round(x, 2) for x in os.getloadavg()]},
-           "config": {"budget": a.budget, "workers": a.workers, "seed": a.seed, "proposer": "library"},
+           "config": {"time_limit": a.time_limit, "workers": a.workers, "seed": a.seed, "proposer": "library"},
            "tasks": rows,
-           "command": f"python benchmarks/discover_tasks.py --budget {a.budget} --tasks {a.tasks} --seed {a.seed} "
+           "command": f"python benchmarks/discover_tasks.py --time-limit {a.time_limit} --tasks {a.tasks} --seed {a.seed} "
                       f"--workers {a.workers}"}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res) + "\n")

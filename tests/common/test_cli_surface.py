@@ -45,6 +45,12 @@ BAD_INPUTS = [
     (["drive", "render", "--actions", "x"], "ttlab drive render: error: invalid choice 'x'"),
     (["drive", "render", "--scene", "/nonexistent.json"], "ttlab drive render: error: scene file not found"),
     (["drive", "convert", "/nonexistent", "OUT"], "ttlab drive convert: error: SRC_DIR /nonexistent"),
+    (["discover", "search", "--task", "nope"], "ttlab discover search: error: invalid choice 'nope'"),
+    (["discover", "search", "--time-limit", "59"], "ttlab discover search: error: --time-limit '59'"),
+    (["discover", "verify"], "ttlab discover verify: error: FILE is required"),
+    (["discover", "verify", "/nonexistent.json"], "ttlab discover verify: error: /nonexistent.json: no such file"),
+    (["discover", "polish", "/nonexistent.json"], "ttlab discover polish: error: /nonexistent.json: no such file"),
+    (["discover", "train", "--preset", "nope"], "ttlab discover train: error: unknown preset 'nope'"),
     (["wm", "train", "--data", "/nonexistent"], "ttlab wm train: error: /nonexistent: dataset path does not exist"),
     (["demo", "--stages", "nope"], "ttlab demo: error: --stages: unknown stage"),
 ]

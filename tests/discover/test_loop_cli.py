@@ -3,15 +3,19 @@ import json
 import numpy as np
 import pytest
 
+from ttlab.common.duration import parse_duration
+from ttlab.common.errors import UserError
 from ttlab.discover.cli import main as discover_main
-from ttlab.discover.loop import parse_budget, run_search
+from ttlab.discover.loop import run_search
 from ttlab.discover.presets import search_debug
 
 
-def test_parse_budget():
-    assert parse_budget("10m") == 600 and parse_budget("90s") == 90 and parse_budget("1.5h") == 5400
-    with pytest.raises(ValueError, match="--budget"):
-        parse_budget("ten minutes")
+def test_parse_duration_needs_a_unit():
+    assert parse_duration("10m") == 600 and parse_duration("90s") == 90 and parse_duration("1.5h") == 5400
+    assert parse_duration("") == 0 and parse_duration("0") == 0
+    for bad in ("ten minutes", "59"):  # a bare number's unit would be a guess
+        with pytest.raises(UserError, match="--time-limit"):
+            parse_duration(bad)
 
 
 def test_search_end_to_end_then_resume(tmp_path):
@@ -32,13 +36,13 @@ def test_search_end_to_end_then_resume(tmp_path):
 def test_cli_verify(tmp_path, capsys):
     f = tmp_path / "h.json"
     f.write_text(json.dumps({"h": [0.5] * 10}))
-    assert discover_main(["verify", "erdos", str(f)]) == 0
+    assert discover_main(["verify", str(f)]) == 0
     assert "C5 = 0.5" in capsys.readouterr().out
     np.save(tmp_path / "bad.npy", np.array([0.5, np.nan]))
-    assert discover_main(["verify", "erdos", str(tmp_path / "bad.npy")]) == 1
+    assert discover_main(["verify", str(tmp_path / "bad.npy")]) == 1
     assert "NaN" in capsys.readouterr().out
-    assert discover_main(["verify", "erdos", str(tmp_path / "missing.json")]) == 2
-    assert "missing.json" in capsys.readouterr().out
+    assert discover_main(["verify", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json: no such file" in capsys.readouterr().err
     assert discover_main(["search", "--help"]) == 0
 
 

@@ -25,7 +25,7 @@ def test_polish_improves_a_rough_construction_and_checks_it_exactly(tmp_path):
     h = np.clip(0.5 + 0.4 * np.cos(np.pi * x / 2) + 0.05 * rng.standard_normal(40), 0, 1)
     start = ErdosTask().verify(h).score
     out = tmp_path / "best.json"
-    rec = run_polish(PolishConfig(file=_start_file(tmp_path, h), budget="12s", round_s=5.0, out=out,
+    rec = run_polish(PolishConfig(file=_start_file(tmp_path, h), time_limit="12s", round_s=5.0, out=out,
                                   claim=str(round(start, 6))), log=lambda *_: None)
     saved = json.loads(out.read_text())
     assert saved["score"] == rec["score"] < start - 1e-4  # the SLP makes real progress on a rough start
@@ -41,11 +41,14 @@ def test_polish_refuses_bad_input(tmp_path):
     from ttlab.discover.cli import cmd_polish as main
 
     p = _start_file(tmp_path, [0.5] * 10)
-    assert main(["erdos", str(p), "--program", "nope", "--budget", "3s"]) == 2
-    assert main(["erdos", str(tmp_path / "missing.json")]) == 2
+    with pytest.raises(ValueError, match="nope"):
+        main([str(p), "--program", "nope", "--time-limit", "3s"])
+    with pytest.raises(FileNotFoundError):
+        main([str(tmp_path / "missing.json")])
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"h": [2.0, -1.0]}))
-    assert main(["erdos", str(bad), "--budget", "3s"]) == 2
+    with pytest.raises(ValueError):
+        main([str(bad), "--time-limit", "3s"])
 
 
 @pytest.mark.skipif(REF is None, reason="shared reference constructions not present")

@@ -24,22 +24,22 @@ from ttlab.discover.puct import Node
 
 # The flags the results were produced with, verbatim.
 LSE_ONLY = ["--program-weights", "lse=1,adam=0,local=0,minimax=0,slp=0"]
-AUTO_FLAGS = ["--budget", "20m", "--workers", "1", "--init-states", "1", "--states-per-step", "1",
+AUTO_FLAGS = ["--time-limit", "20m", "--workers", "1", "--init-states", "1", "--states-per-step", "1",
               "--samples-per-state", "1", "--program-budget-s", "520", *LSE_ONLY, "--program-settings",
               '{"lse": {"start": "auto", "hop_frac": 0.6, "metro_frac": 0.4, "hop_T": 5e-6, "hop_sym": 0.15, '
               '"hop_window": 0.3, "hop_sigma": 0.3, "hop_ftol": 1e-11, "n0": 51, "levels": 2, "max_n": 816, '
               '"tau_random": 0.01, "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "maxcor": 30, "coarsen": 4, '
               '"upsample": 1, "auto_above": 0.3812}}']
-LADDER_FLAGS = ["--budget", "32m", "--workers", "1", "--init-states", "1", "--states-per-step", "1",
+LADDER_FLAGS = ["--time-limit", "32m", "--workers", "1", "--init-states", "1", "--states-per-step", "1",
                 "--samples-per-state", "1", "--program-budget-s", "1800", *LSE_ONLY, "--program-settings",
                 '{"lse": {"start": "random", "hop_frac": 0.25, "hop_T": 5e-6, "hop_sym": 0.15, "hop_window": 0.3, '
                 '"hop_sigma": 0.3, "hop_ftol": 1e-11, "n0": 51, "levels": 2, "max_n": 1632, "tau_random": 0.01, '
                 '"tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "maxcor": 30, "coarsen": 4}}']
 POLISH_FLAGS = {
-    "hop": ["--budget", "5m", "--round-s", "300", "--program", "lse", "--settings", '{"hop_frac": 0.5, "coarsen": 4}'],
-    "scaled": ["--budget", "8m", "--upsample", "2", "--program", "lse", "--round-s", "160", "--settings",
+    "hop": ["--time-limit", "5m", "--round-s", "300", "--program", "lse", "--settings", '{"hop_frac": 0.5, "coarsen": 4}'],
+    "scaled": ["--time-limit", "8m", "--upsample", "2", "--program", "lse", "--round-s", "160", "--settings",
                '{"objective": "scaled", "tau0": 1e-07}'],
-    "scaled_4800": ["--budget", "22m", "--upsample", "2", "--program", "lse", "--round-s", "300", "--settings",
+    "scaled_4800": ["--time-limit", "22m", "--upsample", "2", "--program", "lse", "--round-s", "300", "--settings",
                     '{"objective": "scaled", "tau0": 1e-07, "max_n": 4800}'],
 }
 
@@ -57,15 +57,15 @@ def test_search_preset_is_the_command_it_replaces(name, flags):
 
 @pytest.mark.parametrize("name", sorted(POLISH_FLAGS))
 def test_polish_preset_is_the_command_it_replaces(name):
-    old = parse_config(PolishConfig, argv=["erdos", "start.json", *POLISH_FLAGS[name]])
-    new = parse_config(PolishConfig, POLISH_PRESETS, argv=["erdos", "start.json", "--preset", name])
+    old = parse_config(PolishConfig, argv=["start.json", *POLISH_FLAGS[name]])
+    new = parse_config(PolishConfig, POLISH_PRESETS, argv=["start.json", "--preset", name])
     assert json.loads(new.settings) == json.loads(old.settings)
     assert dataclasses.replace(new, settings="") == dataclasses.replace(old, settings="")
 
 
 def test_a_flag_after_a_preset_overrides_its_field():
-    cfg = parse_config(SearchConfig, SEARCH_PRESETS, argv=["--preset", "erdos_auto", "--budget", "3m", "--seed", "2"])
-    assert (cfg.budget, cfg.seed, cfg.program_budget_s) == ("3m", 2, 520.0)
+    cfg = parse_config(SearchConfig, SEARCH_PRESETS, argv=["--preset", "erdos_auto", "--time-limit", "3m", "--seed", "2"])
+    assert (cfg.time_limit, cfg.seed, cfg.program_budget_s) == ("3m", 2, 520.0)
 
 
 # The train presets as they were written before TrainConfig nested its policy and warm-start fields.

@@ -8,6 +8,7 @@ import numpy as np
 
 from ttlab.common.cli import dispatch
 from ttlab.common.config import parse_config
+from ttlab.common.errors import UserError
 from ttlab.discover.config import PolishConfig, SearchConfig, TrainConfig, VerifyConfig
 from ttlab.discover.constructions import load_constructions
 from ttlab.discover.llm.models import resolve_model
@@ -28,15 +29,10 @@ def _as_number(v: object) -> float | None:
 
 def cmd_verify(argv: list[str]) -> int:
     cfg = parse_config(VerifyConfig, argv=argv, prog="ttlab discover verify")
-    if not str(cfg.file) or str(cfg.file) == ".":
-        print("ttlab discover verify: FILE is required (usage: ttlab discover verify TASK FILE)")
-        return 2
-    try:
-        task = get_task(cfg.task)
-        items = load_constructions(cfg.file)
-    except (ValueError, OSError) as e:
-        print(f"ttlab discover verify: {e}")
-        return 2
+    if cfg.file is None:
+        raise UserError("FILE is required (usage: ttlab discover verify FILE [--task erdos])")
+    task = get_task(cfg.task)
+    items = load_constructions(cfg.file)
     bad = 0
     for name, arr, published, extra in items:
         n_points = extra.get("n_points")
@@ -68,24 +64,15 @@ def cmd_verify(argv: list[str]) -> int:
 
 def cmd_search(argv: list[str]) -> int:
     cfg = parse_config(SearchConfig, SEARCH_PRESETS, argv=argv, prog="ttlab discover search")
-    try:
-        rec = run_search(cfg)
-    except ValueError as e:
-        print(f"ttlab discover search: {e}")
-        return 2
+    rec = run_search(cfg)
     return 0 if rec.get("valid") else 1
 
 
 def cmd_polish(argv: list[str]) -> int:
     cfg = parse_config(PolishConfig, POLISH_PRESETS, argv=argv, prog="ttlab discover polish")
-    if not str(cfg.file) or str(cfg.file) == ".":
-        print("ttlab discover polish: FILE is required (usage: ttlab discover polish TASK FILE)")
-        return 2
-    try:
-        rec = run_polish(cfg)
-    except (ValueError, OSError) as e:
-        print(f"ttlab discover polish: {e}")
-        return 2
+    if cfg.file is None:
+        raise UserError("FILE is required (usage: ttlab discover polish FILE [--task erdos] [--time-limit 5m])")
+    rec = run_polish(cfg)
     claim = rec.get("exact", {}).get("claim")
     return 1 if claim is not None and not claim["holds"] else 0
 
@@ -95,9 +82,8 @@ def cmd_train(argv: list[str]) -> int:
     cfg = parse_config(TrainConfig, TRAIN_PRESETS, argv=argv, prog="ttlab discover train")
     try:
         resolve_model(cfg.policy.model)
-    except (OSError, ValueError, ImportError) as e:
-        print(f"ttlab discover train: {e}")
-        return 2
+    except ImportError as e:  # a model format whose optional reader is missing
+        raise UserError(f"--model {cfg.policy.model}: {e}") from e
     # deferred on purpose: the trainer pulls in transformers and peft (~4 s of imports) that no other command needs
     from ttlab.discover.llm.trainer import train
 
@@ -107,8 +93,8 @@ def cmd_train(argv: list[str]) -> int:
 
 COMMANDS: dict = {
     "verify": (cmd_verify, "verify a construction file (every score recomputed; --claim for an exact record check)"),
-    "search": (cmd_search, "PUCT discovery search with the offline program library or an HTTP LLM server (--proposer, --budget, --resume)"),
-    "polish": (cmd_polish, "improve a given construction with a sandboxed optimiser, every round re-verified (--budget, --upsample, --claim)"),
+    "search": (cmd_search, "PUCT discovery search with the offline program library or an HTTP LLM server (--proposer, --time-limit, --resume)"),
+    "polish": (cmd_polish, "improve a given construction with a sandboxed optimiser, every round re-verified (--time-limit, --upsample, --claim)"),
     "train": (cmd_train, "test-time training of an LLM (LoRA, entropic GRPO) on a task (--model smollm2-135m | HF dir | .gguf, --preset cpu_smollm2, --resume)"),
 }
 

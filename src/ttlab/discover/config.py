@@ -17,22 +17,25 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tyro
 
 from ttlab.common.config import ConfigError, from_dict
 
+TaskName = Literal["erdos", "ac1", "ac2", "circle26", "circle32"]
+"""The tasks with exact verifiers (`ttlab.discover.tasks`)."""
+
 
 @dataclass
 class VerifyConfig:
-    """Verify a construction file: `ttlab discover verify TASK FILE`."""
+    """Verify a construction file: `ttlab discover verify FILE [--task erdos]`."""
 
-    task: tyro.conf.Positional[str] = "erdos"
-    """erdos | ac1 | ac2 | circle26 | circle32."""
-    file: tyro.conf.Positional[Path] = Path("")
-    """JSON (a list; {"h": [...]}; {"construction": [...]}; the seed/reference program output
-    {"h_values": [...], "c5_bound": ..., "n_points": ...}; an Erdős reference file) or .npy."""
+    file: tyro.conf.Positional[Path | None] = None
+    """The construction (required): JSON (a list; {"h": [...]}; {"construction": [...]}; the seed programs'
+    output {"h_values": [...], "c5_bound": ..., "n_points": ...}; an Erdős reference file) or .npy."""
+    task: TaskName = "erdos"
+    """Which task's verifier."""
     claim: str = ""
     """Erdős only: a claimed C5 (decimal) to check in exact rational arithmetic."""
     exact_timeout_s: float = 60.0
@@ -69,15 +72,15 @@ class HTTPConfig:
 class SearchConfig:
     """Offline (or LLM) discovery search on one task."""
 
-    task: str = "erdos"
-    """erdos | ac1 | ac2 | circle26 | circle32."""
+    task: TaskName = "erdos"
+    """Which task."""
     proposer: str = "library"
     """library (offline optimiser programs) | http (an OpenAI-compatible server, generation only; the
     trained LLM proposer is `ttlab discover train`)."""
     http: HTTPConfig = field(default_factory=HTTPConfig)
     """--proposer http: the server (--http.base-url, --http.model, ...)."""
-    budget: str = "10m"
-    """Wall-clock budget of this invocation: e.g. 90s, 10m, 1h."""
+    time_limit: str = "10m"
+    """Wall-clock limit of this invocation: e.g. 90s, 10m, 1h."""
     workers: int = 2
     """Sandboxed programs run in parallel (pre-forked runners)."""
     states_per_step: int = 2
@@ -114,23 +117,23 @@ class SearchConfig:
     resume: bool = False
     """Continue the run in runs/discover/<run_name> from its tree.json."""
     max_steps: int = 0
-    """Stop after this many steps (0: only the budget stops the run)."""
+    """Stop after this many steps (0: only the time limit stops the run)."""
 
 
 @dataclass
 class PolishConfig:
-    """Polish a construction: `ttlab discover polish TASK FILE [--name NAME] --budget 10m`."""
+    """Polish a construction: `ttlab discover polish FILE --task erdos [--name NAME] --time-limit 10m`."""
 
-    task: tyro.conf.Positional[str] = "erdos"
-    """erdos | ac1 | ac2 | circle26 | circle32."""
-    file: tyro.conf.Positional[Path] = Path("")
-    """Start construction: JSON (list, {"h"|"construction": ...}, a best.json, a reference file) or .npy."""
+    file: tyro.conf.Positional[Path | None] = None
+    """Start construction (required): JSON (list, {"h"|"construction": ...}, a best.json, a reference file) or .npy."""
+    task: TaskName = "erdos"
+    """Which task."""
     name: str = ""
     """Which construction of a file holding several (default: the best-scoring one)."""
     program: str = "minimax"
     """Library program (`ttlab/discover/library/<task>_<program>.py`) run from the current best each round."""
-    budget: str = "5m"
-    """Total wall-clock budget (e.g. 90s, 10m, 1h)."""
+    time_limit: str = "5m"
+    """Total wall-clock limit (e.g. 90s, 10m, 1h)."""
     round_s: float = 60.0
     """Seconds per sandboxed round; the best construction is saved after every improving round."""
     upsample: int = 1
@@ -202,8 +205,8 @@ class WarmStartConfig:
 class TrainConfig:
     """`ttlab discover train`: test-time training of an LLM (LoRA) with entropic GRPO on a discovery task."""
 
-    task: str = "erdos"
-    """erdos | ac1 | ac2 | circle26 | circle32."""
+    task: TaskName = "erdos"
+    """Which task."""
     policy: tyro.conf.OmitArgPrefixes[PolicyConfig] = field(default_factory=PolicyConfig)
     """The LLM, its LoRA adapter and its sampler (flags without a prefix: --model, --lora-rank, ...)."""
     prompt_format: str = "compact"

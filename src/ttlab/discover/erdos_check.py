@@ -5,7 +5,7 @@
 
 Shares no code with the rest of ttlab (it imports the standard library only, and `ttlab` and `ttlab.discover`
 import nothing on their own; a test holds both), so it is a second, separate recomputation of what
-`ttlab discover verify erdos FILE` reports. FILE is JSON: a list of numbers, or an object with "h",
+`ttlab discover verify FILE` reports. FILE is JSON: a list of numbers, or an object with "h",
 "construction" or "h_values", or {"constructions": [{"name", "h"}, ...]} (pick one with --name).
 
 The definition (the one the TTT-Discover and AlphaEvolve verifiers use): h is a step function on [0, 2]

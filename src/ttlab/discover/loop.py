@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from pathlib import Path
 
 import numpy as np
 
 from ttlab.common.checkpoint import atomic_write_text
+from ttlab.common.duration import parse_duration
 from ttlab.common.logging import Logger
 from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages
@@ -28,14 +28,6 @@ from ttlab.discover.sandbox import Job, Limits, SandboxPool, batch_deadline_s, r
 from ttlab.discover.tasks import get_task
 from ttlab.discover.tasks.base import Task, VerifyResult
 from ttlab.discover.tasks.erdos import AE_BAR, exact_c5_bounded
-
-
-def parse_budget(s: str) -> float:
-    """'90s' | '10m' | '1h' | '1.5' (seconds) -> seconds."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([smh]?)\s*", str(s))
-    if not m:
-        raise ValueError(f"--budget {s!r}: expected a number with optional unit s/m/h, e.g. 10m")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
 def best_record(task: Task, tree: PUCTTree) -> dict:
@@ -118,7 +110,7 @@ def make_proposer(cfg: SearchConfig) -> Proposer:
 def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, on_step=None) -> dict:
     """Run the loop; returns the best record (also written to <run>/best.json). `on_step(dict)` is called after
     every step with step, t (s), evals, valid and best_score (benchmarks record best-vs-time with it)."""
-    budget = parse_budget(cfg.budget)
+    budget = parse_duration(cfg.time_limit) or float("inf")
     task = get_task(cfg.task)
     proposer = proposer or make_proposer(cfg)  # before the run dir: a bad flag leaves nothing behind
     run = make_run_dir("discover", cfg, cfg.run_name, cfg.root, cfg.resume)

@@ -17,9 +17,10 @@ from fractions import Fraction
 import numpy as np
 
 from ttlab.common.checkpoint import atomic_write_text
+from ttlab.common.duration import parse_duration
+from ttlab.common.errors import UserError
 from ttlab.discover.config import PolishConfig
 from ttlab.discover.constructions import load_constructions
-from ttlab.discover.loop import parse_budget
 from ttlab.discover.proposers import library_programs, read_settings, render
 from ttlab.discover.sandbox import Limits, run_program
 from ttlab.discover.tasks import get_task
@@ -89,7 +90,9 @@ def run_polish(cfg: PolishConfig, log=print) -> dict:
         raise ValueError(f"--program {cfg.program!r}: task {task.name} has {', '.join(sorted(programs))}")
     if cfg.upsample < 1:
         raise ValueError(f"--upsample must be >= 1, got {cfg.upsample}")
-    budget = parse_budget(cfg.budget)
+    budget = parse_duration(cfg.time_limit)
+    if budget <= 0:
+        raise UserError("--time-limit: polish needs a time limit (e.g. 5m)")
     name, best, best_score = pick(task, load_constructions(cfg.file), cfg.name)
     start_score = best_score
     if cfg.upsample > 1:

@@ -4,7 +4,7 @@ Besides the tiny `debug` presets, each preset here is a configuration that a quo
 the command that reproduces it names the preset instead of spelling out the library program's settings:
 
     ttlab discover search --preset erdos_auto      # one pinned smoothed-minimax program for the whole tree
-    ttlab discover polish erdos FILE --preset hop  # coarse basin hopping from a given construction
+    ttlab discover polish FILE --preset hop  # coarse basin hopping from a given construction
 
 `benchmarks/discover_search.py --preset NAME` and `benchmarks/discover_polish.py --preset NAME` take the same
 names. The train presets are in `llm/presets.py`.
@@ -30,7 +30,7 @@ averages), two doublings, the tau continuation down to 1e-10, and block averages
 
 def search_debug() -> SearchConfig:
     """Seconds: 2 initial states, 2 steps of 2 programs with a 2 s budget."""
-    return SearchConfig(budget="20s", program_budget_s=2.0, grace_s=5.0, init_states=2, states_per_step=2,
+    return SearchConfig(time_limit="20s", program_budget_s=2.0, grace_s=5.0, init_states=2, states_per_step=2,
                         samples_per_state=1, max_steps=2)
 
 
@@ -39,7 +39,7 @@ def erdos_ladder() -> SearchConfig:
     every setting pinned (the proposer would otherwise jitter each number): random starts at 51 pieces,
     Metropolis hops there for 25% of the time, two doublings with monotone hops, refinement to 1632 pieces."""
     pins = {"lse": {"start": "random", "hop_frac": 0.25, **LADDER_LSE, "max_n": 1632}}
-    return SearchConfig(task="erdos", budget="32m", workers=1, init_states=1, states_per_step=1, samples_per_state=1,
+    return SearchConfig(task="erdos", time_limit="32m", workers=1, init_states=1, states_per_step=1, samples_per_state=1,
                         program_budget_s=1800.0, program_weights=ERDOS_LSE_ONLY,
                         program_settings=json.dumps(pins))
 
@@ -51,7 +51,7 @@ def erdos_auto() -> SearchConfig:
     averages to 204 pieces, monotone hops for 60% of the time, doubling back to 816)."""
     pins = {"lse": {"start": "auto", "hop_frac": 0.6, "metro_frac": 0.4, **LADDER_LSE, "max_n": 816,
                     "upsample": 1, "auto_above": 0.3812}}
-    return SearchConfig(task="erdos", budget="20m", workers=1, init_states=1, states_per_step=1, samples_per_state=1,
+    return SearchConfig(task="erdos", time_limit="20m", workers=1, init_states=1, states_per_step=1, samples_per_state=1,
                         program_budget_s=520.0, program_weights=ERDOS_LSE_ONLY,
                         program_settings=json.dumps(pins))
 
@@ -63,28 +63,28 @@ SEARCH_PRESETS = {"debug": search_debug, "default": SearchConfig, "erdos_ladder"
 
 
 def polish_debug() -> PolishConfig:
-    """Seconds: a 20 s budget in rounds of 8 s."""
-    return PolishConfig(budget="20s", round_s=8.0)
+    """Seconds: a 20 s time limit in rounds of 8 s."""
+    return PolishConfig(time_limit="20s", round_s=8.0)
 
 
 def hop() -> PolishConfig:
     """Erdős hop mode: `erdos_lse` block-averages the construction by 4 (600 -> 150 pieces), runs monotone basin
     hopping there for half of a 300 s round, then doubles back up; 5 minutes in all."""
     return PolishConfig(program="lse", settings=json.dumps({"hop_frac": 0.5, "coarsen": 4}), round_s=300.0,
-                        budget="5m")
+                        time_limit="5m")
 
 
 def scaled() -> PolishConfig:
     """Erdős, resolution doubled: every piece split in two, then the smoothed minimax on the verifier's rescaled
     objective from tau 1e-7, rounds of 160 s for 8 minutes."""
     return PolishConfig(program="lse", settings=json.dumps({"objective": "scaled", "tau0": 1e-07}), round_s=160.0,
-                        budget="8m", upsample=2)
+                        time_limit="8m", upsample=2)
 
 
 def scaled_4800() -> PolishConfig:
     """`scaled` with up to 4800 pieces, rounds of 300 s for 22 minutes."""
     return PolishConfig(program="lse", settings=json.dumps({"objective": "scaled", "tau0": 1e-07, "max_n": 4800}),
-                        round_s=300.0, budget="22m", upsample=2)
+                        round_s=300.0, time_limit="22m", upsample=2)
 
 
 POLISH_PRESETS = {"debug": polish_debug, "default": PolishConfig, "hop": hop, "scaled": scaled,
