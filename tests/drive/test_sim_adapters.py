@@ -42,7 +42,7 @@ def test_gym_adapter_flags_align_with_the_internal_rollout():
     def make():
         pool = pad_pool([straight_road(4, seed=i) for i in range(2)])
         return DriveEnv(EnvConfig(num_envs=3, max_agents=4, goal_behavior="trial", k_trials=2, trial_length=5,
-                                  collision_behavior="remove", offroad_behavior="remove"), pool, seed=3)
+                                  collision_behavior="remove", offroad_behavior="remove", box_scale=1.0), pool, seed=3)
 
     torch.manual_seed(0)
     env = make()

@@ -60,7 +60,8 @@ class EvalConfig:
     num_envs: int = 32
     """Parallel envs."""
     max_agents: int | None = None
-    """Agent slots per env (default: the checkpoint's; human_replay: every agent of the scene)."""
+    """Agent slots per env (default: the checkpoint's in trial mode; self_play and human_replay: every agent of the
+    scene)."""
     k_trials: int | None = None
     """Trials per episode (trial and human_replay modes; default: the checkpoint's, else 2)."""
     trial_length: int | None = None
@@ -126,7 +127,10 @@ def env_config(cfg: EvalConfig, trained: EnvConfig | None = None) -> EnvConfig:
     env = dataclasses.replace(base, num_envs=cfg.num_envs, goal_behavior="trial", reuse_obs=False,
                               scene_order=cfg.scene_order, **changes)
     if cfg.mode == "self_play":
-        env = dataclasses.replace(env, k_trials=1, hidden_goal=False, control_mode="all")
+        # every vehicle of the scene drives (a real scene cut to the training preset's slot count would silently
+        # drop the rest of its vehicles: they would be neither egos nor obstacles)
+        env = dataclasses.replace(env, k_trials=1, hidden_goal=False, control_mode="all",
+                                  max_agents=cfg.max_agents or ALL_LOGGED)
     elif cfg.mode == "human_replay":  # the ego among every logged agent replaying the human log
         if base.hidden_goal and cfg.hidden_goal is None:
             raise ValueError("--mode human_replay: the checkpoint was trained with hidden_goal=True (its observations "
