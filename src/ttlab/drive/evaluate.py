@@ -97,7 +97,13 @@ FALLBACK = {"max_agents": 32, "k_trials": 2, "trial_length": 91, "hidden_goal": 
 
 
 def held_out(scenarios: str, train_seed: int) -> str:
-    """The training scene source with procedural seed train_seed + 1000 (other sources are returned as is)."""
+    """The training scene source with procedural seed train_seed + 1000 (other sources are returned as is; of a
+    mixed source "a;b", its procedural parts only: the others were trained on)."""
+    if ";" in scenarios:
+        parts = [held_out(p.strip(), train_seed) for p in scenarios.split(";") if p.strip().startswith("procedural")]
+        if not parts:
+            raise ValueError(f"held_out({scenarios!r}): no procedural part to hold out; give the held-out scenes")
+        return ";".join(parts)
     head, _, rest = scenarios.partition(":")
     if head != "procedural":
         return scenarios
@@ -187,7 +193,8 @@ class PairedTrials:
         vals = dict(self.out)
         if {"goal", "collision", "offroad"} <= set(vals):
             vals["score"] = vals["goal"] * (1 - vals["collision"]) * (1 - vals["offroad"])
-        rename = {"goal": "goal_rate", "collision": "collision_rate", "offroad": "offroad_rate"}
+        rename = {"goal": "goal_rate", "collision": "collision_rate", "offroad": "offroad_rate", "exit_": "exit_rate",
+                  "wrong": "wrong_exit_rate"}  # the names TrialMetrics uses (trials.TRIAL_KEYS)
         for name, v in vals.items():
             key = rename.get(name, name)
             for k in range(self.k):
