@@ -198,3 +198,34 @@ def test_town02_offroad_fires_when_egos_steer_off_the_road(town):
         env.step(act)
         off |= env.last_events["offroad"][0]
     assert int(off[ego].sum()) >= int(ego.sum()) // 2
+
+
+# ---- ego selections: which vehicles of a real scene drive ----
+
+def test_ego_selection_options_parse_and_bad_ones_name_the_source():
+    from ttlab.drive.scenarios.select import EgoSelection
+
+    sel = EgoSelection.parse("egos=odd&split=each&view=8&repeat=3", "t.json?x")
+    assert (sel.egos, sel.split, sel.view, sel.repeat) == ("odd", "each", 8, 3)
+    for bad in ("egos=left", "split=some", "view=1", "repeat=0", "view=8", "colour=red", "repeat=x"):
+        with pytest.raises(ValueError, match="t.json"):
+            EgoSelection.parse(bad, "t.json")
+
+
+@needs_carla
+def test_town02_held_out_vehicles_never_drive_in_the_training_views(town):
+    from ttlab.drive.presets import REAL_HELD_OUT, REAL_TRAIN
+    from ttlab.drive.scenarios.pool import load_scenarios
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScenarioRepairWarning)
+        train, held = load_scenarios(REAL_TRAIN), load_scenarios(REAL_HELD_OUT)
+    assert len(train) == 16 * 16 and all(s.num_agents == 8 and int((~s.expert).sum()) == 1 for s in train)
+    # the views' egos are the even vehicles: match each view's ego to the town's vehicle by its logged track
+    ego_ids = set()
+    for s in train[:16]:
+        i = int(np.flatnonzero(~s.expert)[0])
+        ego_ids.add(int(np.flatnonzero((np.abs(town.pos - s.pos[i]).max((1, 2)) < 1e-6))[0]))
+    assert ego_ids == set(range(0, 32, 2))
+    (whole,) = held
+    assert whole.num_agents == 32 and np.array_equal(~whole.expert, np.arange(32) % 2 == 1)
