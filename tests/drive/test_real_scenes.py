@@ -225,7 +225,7 @@ def test_town02_held_out_vehicles_never_drive_in_the_training_views(town):
     ego_ids = set()
     for s in train[:16]:
         i = int(np.flatnonzero(~s.expert)[0])
-        ego_ids.add(int(np.flatnonzero((np.abs(town.pos - s.pos[i]).max((1, 2)) < 1e-6))[0]))
+        ego_ids.add(int(np.flatnonzero(np.abs(town.pos - s.pos[i]).max((1, 2)) < 1e-6)[0]))
     assert ego_ids == set(range(0, 32, 2))
     (whole,) = held
     assert whole.num_agents == 32 and np.array_equal(~whole.expert, np.arange(32) % 2 == 1)
