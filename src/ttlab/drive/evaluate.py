@@ -32,16 +32,18 @@ import dataclasses
 import inspect
 import json
 import math
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from ttlab.common.checkpoint import atomic_write_text, load_checkpoint
+from ttlab.common.checkpoint import CheckpointError, atomic_write_text, load_checkpoint
 from ttlab.common.config import from_dict
 from ttlab.common.device import resolve_device, seed_everything
 from ttlab.drive.policy.dist import sample
+from ttlab.drive.pretrained import resolve as resolve_pretrained
 from ttlab.drive.sim.env import EnvConfig
 
 MODES = ("self_play", "human_replay", "trial")
@@ -231,6 +233,7 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
         raise ValueError(f"--episodes {cfg.episodes}: expected >= 1")
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
+    cfg = dataclasses.replace(cfg, checkpoint=resolve_pretrained(cfg.checkpoint))  # pretrained:<name> -> its stem
     ck = load_checkpoint(cfg.checkpoint, "cpu")
     trained = from_dict(EnvConfig, ck["env_config"]) if "env_config" in ck else None
     env_cfg = env_config(cfg, trained)
@@ -293,7 +296,11 @@ def main(argv: list[str]) -> int:
     from ttlab.common.config import parse_config
 
     cfg = parse_config(EvalConfig, {"debug": debug}, argv, prog="ttlab drive eval")
-    out = evaluate(cfg)
+    try:
+        out = evaluate(cfg)
+    except (ValueError, FileNotFoundError, CheckpointError) as e:  # bad input: one line, nothing half-written
+        print(f"ttlab drive eval: {e}", file=sys.stderr)
+        return 2
     short = ("_score", "_goal_rate", "_minus_0", "_goal_rate_stderr", "_pairs")
     keys = [k for k in out if k.startswith(("trial_", "ada_delta_trial_")) and k.endswith(short)]
     print(json.dumps({k: out[k] for k in ["scenarios", "episodes", *keys]}, indent=1))
