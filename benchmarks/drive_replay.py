@@ -80,8 +80,8 @@ def plot(rows: list[dict], path: Path) -> None:
     for i, r in enumerate(rows):
         y = 40 + i * row_h
         name = Path(r["source"].split(" (")[0]).name + (" raw" if "raw" in r["source"] else "")
-        d.text((10, y + 4), f"{name[:34]} [{r['anchor']}]", fill="black")
-        x0, bw = 330, 500
+        d.text((10, y + 4), f"{name[:44]} [{r['anchor']}]", fill="black")
+        x0, bw = 330, 380
         d.rectangle([x0, y, x0 + bw * r["goal_rate"], y + 10], fill=(60, 170, 60))
         d.rectangle([x0, y + 12, x0 + bw * min(1.0, r["collision_plus_offroad"]), y + 22], fill=(200, 50, 50))
         d.rectangle([x0, y + 24, x0 + bw * min(1.0, r["pos_err_mean_m"]), y + 34], fill=(60, 90, 200))
