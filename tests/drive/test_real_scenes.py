@@ -229,3 +229,25 @@ def test_town02_held_out_vehicles_never_drive_in_the_training_views(town):
     assert ego_ids == set(range(0, 32, 2))
     (whole,) = held
     assert whole.num_agents == 32 and np.array_equal(~whole.expert, np.arange(32) % 2 == 1)
+
+
+def test_held_out_of_a_mixed_source_keeps_its_procedural_parts():
+    from ttlab.drive.evaluate import held_out
+
+    assert held_out("procedural:n=4,seed=0;t.json?egos=even&split=each", 0) == "procedural:n=4,seed=1000"
+    with pytest.raises(ValueError, match="no procedural part"):
+        held_out("a.json;b.json", 0)
+
+
+def test_replay_benchmark_measures_the_expert_on_a_source():
+    import importlib.util
+
+    from ttlab.drive.scenarios.pool import load_scenarios
+
+    spec = importlib.util.spec_from_file_location(
+        "drive_replay", Path(__file__).resolve().parents[2] / "benchmarks" / "drive_replay.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    row = mod.measure("selfplay_yield", load_scenarios("procedural:n=2,agents=4,seed=3"), 2, 1, "time")
+    assert row["ego_episodes"] > 0 and 0.0 <= row["pos_err_mean_m"] <= row["pos_err_p99_m"] <= row["pos_err_max_m"]
+    assert row["goal_rate"] >= 0.9 and row["collision_plus_offroad"] <= 0.1
