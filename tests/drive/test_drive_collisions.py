@@ -29,6 +29,7 @@ def test_recorded_events_match_the_evaluations_collision_and_goal_counts(tmp_pat
     cfg = selfplay()
     cfg.env.num_envs, cfg.rollout_steps, cfg.total_agent_steps = 4, 16, 4 * 8 * 16
     cfg.scenarios = "procedural:n=4,agents=8"
+    cfg.env.box_scale = 1.0  # full boxes: the barely trained policy then collides in these few episodes
     cfg.root, cfg.run_name, cfg.show_progress = str(tmp_path), "s", False
     train(cfg)
     rec = _module().Recorder(episodes=2)

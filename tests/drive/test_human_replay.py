@@ -17,6 +17,7 @@ from ttlab.drive.scenarios import build_pool, load_scenario
 from ttlab.drive.sim.env import DriveEnv, EnvConfig
 from ttlab.drive.sim.state import EXPERT, POLICY
 from ttlab.drive.sim.toy import straight_road
+from ttlab.drive.trials import TRIAL_KEYS
 
 CARLA = shared_data_file("carla_town02_womd.json", required=False)  # None when the sample is absent
 needs_carla = pytest.mark.skipif(CARLA is None, reason="shared CARLA sample not present")
@@ -127,4 +128,8 @@ def test_cli_human_replay_on_the_carla_sample_reports_paired_trials_and_a_video(
         assert np.isfinite(m[f"ada_delta_trial_{k}_minus_0"])
         assert m[f"ada_delta_trial_{k}_minus_0"] == pytest.approx(m[f"trial_{k}_score"] - m["trial_0_score"])
     assert {"trial_0_score", "trial_2_goal_rate", "trial_1_collision_rate"} <= set(m)
+    # every per-trial key is a whole metric name (no "trial_0_exit_" or "trial_0_wrong"), for every trial k
+    for k in range(3):
+        names = {key[len(f"trial_{k}_"):] for key in m if key.startswith(f"trial_{k}_")}
+        assert names == set(TRIAL_KEYS), names ^ set(TRIAL_KEYS)
     assert video.is_file() and m["video"] == str(video)

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from ttlab.drive.evaluate import EvalConfig, env_config
+from ttlab.drive.evaluate import ALL_LOGGED, EvalConfig, env_config
 from ttlab.drive.presets import TRAIN_PRESETS, debug, selfplay
 from ttlab.drive.scenarios import load_scenarios
 from ttlab.drive.stats import SceneCounts, choose_checkpoint, cluster_ratio_stderr
@@ -36,7 +36,8 @@ def test_selfplay_trains_exactly_the_task_self_play_eval_measures():
     cfg = selfplay()
     assert TRAIN_PRESETS["selfplay"] is selfplay
     ev = env_config(EvalConfig(mode="self_play", num_envs=cfg.env.num_envs), cfg.env)
-    assert ev == dataclasses.replace(cfg.env, reuse_obs=False)  # one trial, same length, behaviours and layout
+    # one trial, same length, behaviours and layout; every vehicle of a scene drives (procedural scenes have <= 8)
+    assert ev == dataclasses.replace(cfg.env, reuse_obs=False, max_agents=ALL_LOGGED)
     assert (cfg.env.goal_behavior, cfg.env.k_trials, cfg.env.control_mode) == ("trial", 1, "all")
     assert cfg.env.collision_behavior == cfg.env.offroad_behavior == "remove"
     assert cfg.time_limit == 60.0 and cfg.device == "cpu"

@@ -142,7 +142,7 @@ def test_collision_behaviours(how):
     sc.pos[:2, :, 1] = 0.0
     sc.pos[1, :, 0] = sc.pos[0, :, 0] + 5.0  # car 1 is 5 m ahead of car 0 (boxes 4.5 m long)
     sc.pos[2, :, 1] = 30.0  # car 2 far away keeps the episode going
-    cfg = EnvConfig(num_envs=1, max_agents=3, collision_behavior=how, episode_length=30)
+    cfg = EnvConfig(num_envs=1, max_agents=3, collision_behavior=how, episode_length=30, box_scale=1.0)
     env = DriveEnv(cfg, pad_pool([sc]))
     env.reset()
     act = coast(env)

@@ -24,6 +24,7 @@ from ttlab.drive.sim.state import POLICY
 
 HEADING_WEIGHT = 4.0  # squared-error weight of heading (rad^2) against position (m^2) in the tracking match
 SPEED_WEIGHT = 0.1  # and of speed ((m/s)^2)
+CLOCK_WEIGHT = 1e-4  # m^2 per squared step of distance from the log clock, breaks ties between equal log points
 
 
 def _log_target(env, anchor: str) -> torch.Tensor:
@@ -40,7 +41,10 @@ def _log_target(env, anchor: str) -> torch.Tensor:
     ok = valid.view(-1, A, T)[env.scene]  # (E, A, T)
     st = env.state
     d2 = (full[..., 0] - st.x.unsqueeze(-1)) ** 2 + (full[..., 1] - st.y.unsqueeze(-1)) ** 2  # (E, A, T)
-    k = d2.masked_fill(~ok, float("inf")).argmin(-1)  # (E, A) nearest logged point
+    # ties (a log that stands still repeats one point) go to the step nearest the clock, else the expert that
+    # reached a stop would track the stop's first step forever
+    lag = (torch.arange(T, device=ok.device) - env.t.view(-1, 1, 1)).float()  # (E, 1, T)
+    k = (d2 + CLOCK_WEIGHT * lag * lag).masked_fill(~ok, float("inf")).argmin(-1)  # (E, A) nearest logged point
     last = (ok.long() * torch.arange(T, device=ok.device)).amax(-1)  # (E, A) last valid log step
     j = torch.minimum(k + 1, last)
     return torch.gather(full, 2, j.view(*j.shape, 1, 1).expand(*j.shape, 1, 4)).squeeze(2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -37,6 +38,13 @@ class RenderConfig:
     """Frames per second."""
     device: str = "auto"
     """auto | cpu | cuda."""
+    checkpoint: str | None = None
+    """A policy drives instead (`--actions` is then ignored): a checkpoint stem or `pretrained:<name>`, e.g.
+    pretrained:selfplay. The rollout is `ttlab drive eval` with a video: one episode of env 0; its metrics are
+    written beside the video (.json)."""
+    mode: str = "self_play"
+    """With --checkpoint: self_play (every vehicle is the policy's) | human_replay (one ego, the others replay their
+    logs, `--k-trials` trials)."""
 
 
 def render_presets() -> dict:
@@ -50,6 +58,8 @@ def render_main(argv: list[str]) -> int:
     from ttlab.drive.sim.sources import json_scene, procedural_scenes, to_pool
 
     cfg = parse_config(RenderConfig, render_presets(), argv, prog="ttlab drive render")
+    if cfg.checkpoint is not None:
+        return _render_policy(cfg)
     device = resolve_device(cfg.device)
     scenes = procedural_scenes(1, cfg.seed)[0] if cfg.scene == "procedural" else [json_scene(cfg.scene)]
     env_cfg = EnvConfig(num_envs=1, max_agents=128, goal_behavior=cfg.goal_behavior, k_trials=cfg.k_trials,
@@ -59,6 +69,28 @@ def render_main(argv: list[str]) -> int:
     frames = rollout_frames(env, cfg.steps, cfg.actions, size=cfg.size, seed=cfg.seed)
     path = write_video(frames, cfg.out, cfg.fps)
     print(f"wrote {path} ({len(frames)} frames)")
+    return 0
+
+
+def _render_policy(cfg: RenderConfig) -> int:
+    """A checkpoint's policy drives the scene for one episode (`ttlab drive eval` with a video)."""
+    from ttlab.common.checkpoint import CheckpointError
+    from ttlab.drive.evaluate import EvalConfig, evaluate
+
+    if cfg.mode not in ("self_play", "human_replay"):
+        print(f"ttlab drive render: --mode {cfg.mode!r}: expected self_play or human_replay")
+        return 2
+    scenes = f"procedural:n=1,agents=8,seed={cfg.seed + 1000}" if cfg.scene == "procedural" else cfg.scene
+    out = Path(cfg.out)
+    try:
+        m = evaluate(EvalConfig(checkpoint=cfg.checkpoint, mode=cfg.mode, scenarios=scenes, num_envs=1, episodes=1,
+                                k_trials=cfg.k_trials if cfg.mode == "human_replay" else None, seed=cfg.seed,
+                                device=cfg.device, out=out.with_suffix(".json"), video=out))
+    except (ValueError, FileNotFoundError, CheckpointError) as e:  # bad input: one line
+        print(f"ttlab drive render: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out} ({cfg.mode}, goal rate {m['trial_0_goal_rate']:.3f}, "
+          f"collision {m['trial_0_collision_rate']:.3f}, offroad {m['trial_0_offroad_rate']:.3f})")
     return 0
 
 

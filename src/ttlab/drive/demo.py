@@ -47,6 +47,19 @@ def run(out_dir: Path, device: str = "auto") -> str:
     except (RuntimeError, FileNotFoundError) as e:
         lines.append(f"- CARLA render skipped: {e}")
 
+    # 2b. the pretrained driver that ships with the package, as the ego of Town02 among the replayed logs
+    carla = shared_data_file(CARLA_FILE, required=False)
+    if carla is not None:
+        from ttlab.drive.evaluate import EvalConfig, evaluate
+
+        p = out_dir / "carla_town02_pretrained.gif"
+        m = evaluate(EvalConfig(checkpoint="pretrained:selfplay", mode="human_replay", scenarios=str(carla),
+                                num_envs=1, episodes=1, k_trials=2, device=str(dev), out=p.with_suffix(".json"),
+                                video=p))
+        lines.append(f"- `{p}`: the shipped `pretrained:selfplay` driver as the ego of CARLA Town02, every other "
+                     f"vehicle replaying its log, 2 trials: trial-0 score {m['trial_0_score']:.2f}, trial-1 "
+                     f"{m['trial_1_score']:.2f} (`benchmarks/drive_human_replay.py` has every ego).")
+
     # 3. multi-trial episodes (K=2) with random actions, "Trial k / K" overlay
     env = DriveEnv(EnvConfig(num_envs=4, max_agents=32, goal_behavior="trial", k_trials=2, trial_length=30,
                              collision_behavior="remove", offroad_behavior="remove"), pool, dev, seed=1)

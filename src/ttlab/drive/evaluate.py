@@ -32,6 +32,7 @@ import dataclasses
 import inspect
 import json
 import math
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +40,11 @@ from typing import Literal
 
 import torch
 
-from ttlab.common.checkpoint import atomic_write_text, load_checkpoint
+from ttlab.common.checkpoint import CheckpointError, atomic_write_text, load_checkpoint
 from ttlab.common.config import from_dict
 from ttlab.common.device import resolve_device, seed_everything
 from ttlab.drive.policy.dist import sample
+from ttlab.drive.pretrained import resolve as resolve_pretrained
 from ttlab.drive.sim.env import EnvConfig
 
 MODES = ("self_play", "human_replay", "trial")
@@ -61,7 +63,8 @@ class EvalConfig:
     num_envs: int = 32
     """Parallel envs."""
     max_agents: int | None = None
-    """Agent slots per env (default: the checkpoint's; human_replay: every agent of the scene)."""
+    """Agent slots per env (default: the checkpoint's in trial mode; self_play and human_replay: every agent of the
+    scene)."""
     k_trials: int | None = None
     """Trials per episode (trial and human_replay modes; default: the checkpoint's, else 2)."""
     trial_length: int | None = None
@@ -97,7 +100,13 @@ FALLBACK = {"max_agents": 32, "k_trials": 2, "trial_length": 91, "hidden_goal": 
 
 
 def held_out(scenarios: str, train_seed: int) -> str:
-    """The training scene source with procedural seed train_seed + 1000 (other sources are returned as is)."""
+    """The training scene source with procedural seed train_seed + 1000 (other sources are returned as is; of a
+    mixed source "a;b", its procedural parts only: the others were trained on)."""
+    if ";" in scenarios:
+        parts = [held_out(p.strip(), train_seed) for p in scenarios.split(";") if p.strip().startswith("procedural")]
+        if not parts:
+            raise ValueError(f"held_out({scenarios!r}): no procedural part to hold out; give the held-out scenes")
+        return ";".join(parts)
     head, _, rest = scenarios.partition(":")
     if head != "procedural":
         return scenarios
@@ -127,7 +136,10 @@ def env_config(cfg: EvalConfig, trained: EnvConfig | None = None) -> EnvConfig:
     env = dataclasses.replace(base, num_envs=cfg.num_envs, goal_behavior="trial", reuse_obs=False,
                               scene_order=cfg.scene_order, **changes)
     if cfg.mode == "self_play":
-        env = dataclasses.replace(env, k_trials=1, hidden_goal=False, control_mode="all")
+        # every vehicle of the scene drives (a real scene cut to the training preset's slot count would silently
+        # drop the rest of its vehicles: they would be neither egos nor obstacles)
+        env = dataclasses.replace(env, k_trials=1, hidden_goal=False, control_mode="all",
+                                  max_agents=cfg.max_agents or ALL_LOGGED)
     elif cfg.mode == "human_replay":  # the ego among every logged agent replaying the human log
         if base.hidden_goal and cfg.hidden_goal is None:
             raise ValueError("--mode human_replay: the checkpoint was trained with hidden_goal=True (its observations "
@@ -184,7 +196,8 @@ class PairedTrials:
         vals = dict(self.out)
         if {"goal", "collision", "offroad"} <= set(vals):
             vals["score"] = vals["goal"] * (1 - vals["collision"]) * (1 - vals["offroad"])
-        rename = {"goal": "goal_rate", "collision": "collision_rate", "offroad": "offroad_rate"}
+        rename = {"goal": "goal_rate", "collision": "collision_rate", "offroad": "offroad_rate", "exit_": "exit_rate",
+                  "wrong": "wrong_exit_rate"}  # the names TrialMetrics uses (trials.TRIAL_KEYS)
         for name, v in vals.items():
             key = rename.get(name, name)
             for k in range(self.k):
@@ -221,6 +234,7 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
         raise ValueError(f"--episodes {cfg.episodes}: expected >= 1")
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
+    cfg = dataclasses.replace(cfg, checkpoint=resolve_pretrained(cfg.checkpoint))  # pretrained:<name> -> its stem
     ck = load_checkpoint(cfg.checkpoint, "cpu")
     trained = from_dict(EnvConfig, ck["env_config"]) if "env_config" in ck else None
     env_cfg = env_config(cfg, trained)
@@ -283,7 +297,11 @@ def main(argv: list[str]) -> int:
     from ttlab.common.config import parse_config
 
     cfg = parse_config(EvalConfig, {"debug": debug}, argv, prog="ttlab drive eval")
-    out = evaluate(cfg)
+    try:
+        out = evaluate(cfg)
+    except (ValueError, FileNotFoundError, CheckpointError) as e:  # bad input: one line, nothing half-written
+        print(f"ttlab drive eval: {e}", file=sys.stderr)
+        return 2
     short = ("_score", "_goal_rate", "_minus_0", "_goal_rate_stderr", "_pairs")
     keys = [k for k in out if k.startswith(("trial_", "ada_delta_trial_")) and k.endswith(short)]
     print(json.dumps({k: out[k] for k in ["scenarios", "episodes", *keys]}, indent=1))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ttlab.drive.demo import CARLA
 from ttlab.drive.policy import PolicyConfig
 from ttlab.drive.ppo import PPOConfig
 from ttlab.drive.sim.env import EnvConfig
@@ -175,3 +176,28 @@ def selfplay_yield() -> TrainConfig:
 
 
 TRAIN_PRESETS["selfplay_yield"] = selfplay_yield
+
+
+# The real scene we have (CARLA Town02, Waymo-format JSON), split by vehicle: even-numbered vehicles are trained on
+# (one scene per ego, cropped to it and its 7 nearest others, which replay their logs), odd-numbered ones are held
+# out: never an ego in training (they appear there only as logged partners).
+REAL_TRAIN = f"{CARLA}?egos=even&split=each&view=8&repeat=16"
+REAL_HELD_OUT = f"{CARLA}?egos=odd"  # the whole town, the held-out vehicles drive, the others replay their logs
+REAL_HELD_OUT_EACH = f"{CARLA}?egos=odd&split=each"  # one held-out ego per scene, everyone else replays the log
+
+
+def selfplay_real() -> TrainConfig:
+    """`selfplay_yield` on procedural scenes plus the real scene (`REAL_TRAIN`: 16 copies of each training ego's
+    view of Town02, about 8% of the episodes), budgeted in agent-steps with the learning rate annealed linearly
+    to 0 over those steps (no wall-time limit, so a slower machine takes longer and learns the same). Held out:
+    `REAL_HELD_OUT` / `REAL_HELD_OUT_EACH` (Town02's other vehicles as egos) and the procedural pool of seed + 1000
+    (`benchmarks/drive_selfplay.py --preset selfplay_real`). The budget: 13M agent-steps took about 45 minutes of one CPU thread on a loaded 2-core machine
+    (load average 7; about 5k agent-steps per second, plus 4 minutes generating the scenes)."""
+    cfg = selfplay_yield()
+    cfg.scenarios = f"procedural:n=2048,agents=8;{REAL_TRAIN}"
+    cfg.time_limit = 0.0
+    cfg.total_agent_steps = 13_000_000
+    return cfg
+
+
+TRAIN_PRESETS["selfplay_real"] = selfplay_real

@@ -2,7 +2,9 @@
 
 Sources: a directory of Waymo/GPUDrive JSON scenes, a converted cache (a directory with index.json),
 one JSON file, or a procedural spec (`ProceduralSpec`, or the string
-"procedural[:n=100,seed=0,families=intersection+merge,agents=12,hidden_goal=1,styles=1,exits=3]").
+"procedural[:n=100,seed=0,families=intersection+merge,agents=12,hidden_goal=1,styles=1,exits=3]"); a file or
+directory may carry ego options ("town02.json?egos=odd&split=each", `scenarios.select`), and sources joined by
+';' are concatenated into one pool.
 """
 
 from __future__ import annotations
@@ -166,9 +168,18 @@ def build_pool(scenarios: list[Scenario], device: torch.device | str = "cpu", ma
 
 
 def load_scenarios(source: str | Path | ProceduralSpec) -> list[Scenario]:
-    """Scenes from a procedural spec, a cache directory (index.json), a JSON directory or one JSON file."""
+    """Scenes from a procedural spec, a cache directory (index.json), a JSON directory or one JSON file; several
+    sources joined by ';' are concatenated, and a file or directory source may carry ego options after '?'
+    (`scenarios.select`: which vehicles drive, one scene per ego, local views, repetition)."""
     if isinstance(source, ProceduralSpec):
         return source.scenes()
+    if isinstance(source, str) and ";" in source:
+        return [sc for part in source.split(";") if part.strip() for sc in load_scenarios(part.strip())]
+    if isinstance(source, str) and "?" in source and not source.startswith("procedural"):
+        from ttlab.drive.scenarios.select import EgoSelection, select
+
+        path, _, query = source.partition("?")
+        return select(load_scenarios(path), EgoSelection.parse(query, source))
     if isinstance(source, str) and source.split(":", 1)[0] == "procedural":
         return ProceduralSpec.parse(source).scenes()
     path = Path(source)

@@ -15,7 +15,10 @@ defaults for missing fields (type vehicle, size 0, goal at the origin, road type
 Every file that converter reads, this loader reads too; each repair is named ("<file>: <field path>: ...")
 in one `ScenarioRepairWarning` per file and kept in `Scenario.metadata["repairs"]`. Where our repair is
 safer than upstream's it says so (a step whose position is missing or not finite becomes invalid instead of
-a point at the origin). `strict=True` turns every repair into an error. What upstream cannot read either
+a point at the origin). Vehicle logs no vehicle could drive are repaired too (`log_repair`: a teleport cuts the
+log and moves the goal to the last position before it; a heading spike read from a zero displacement is held at
+its neighbour), which upstream does not do (`repair_logs=False` reads them raw). `strict=True` turns every
+repair into an error. What upstream cannot read either
 (a value that is not a number, a point or goal that is not an object, a root or `objects` that is not what
 the format says) raises `ScenarioFormatError` whose message starts with "<file>: <field path>: ...".
 """
@@ -31,6 +34,13 @@ from typing import Any
 
 import numpy as np
 
+from ttlab.drive.scenarios.log_repair import (
+    BOX_SCALE,
+    MAX_STEP,
+    first_overlap,
+    first_teleport,
+    hold_heading_spikes,
+)
 from ttlab.drive.scenarios.polyline import rdp, to_segments
 from ttlab.drive.scenarios.types import AGENT_TYPE_ID, AGENT_TYPES, ROAD_TYPE_ID, ROAD_TYPES, Scenario
 
@@ -202,13 +212,57 @@ def _scene_length(objects: list, cx: _Ctx, trajectory_length: int | None) -> int
     return max(n for n, c in lengths.items() if c == top)
 
 
+def _repair_log(cx: _Ctx, where: str, pos: np.ndarray, heading: np.ndarray, vel: np.ndarray, valid: np.ndarray,
+                goal: np.ndarray) -> None:
+    """A vehicle's log made drivable in place (`log_repair`): teleports cut, heading spikes held; each named."""
+    t = first_teleport(pos, valid)
+    if t is not None:
+        prev = int(np.flatnonzero(valid[:t])[-1])
+        jump = float(np.hypot(*(pos[t] - pos[prev])))
+        valid[t:] = False
+        vel[t:] = 0.0
+        old = goal.copy()
+        goal[:] = pos[prev]
+        cx.repair(f"{where}.position[{t}]", f"jumps {jump:.1f} m in one step (more than {MAX_STEP} m: a teleport); "
+                  f"steps {t}.. marked invalid and the goal moved from ({old[0]:.1f}, {old[1]:.1f}) to the last "
+                  f"position before the jump ({goal[0]:.1f}, {goal[1]:.1f})")
+    fixed, steps = hold_heading_spikes(pos, heading, valid)
+    if steps:
+        heading[:] = fixed
+        shown = ", ".join(map(str, steps[:8])) + (", ..." if len(steps) > 8 else "")
+        cx.repair(f"{where}.heading", f"{len(steps)} step(s) ({shown}) turn more than 1 rad in one step without "
+                  "moving that way (a heading read from a zero displacement); held at the neighbouring heading")
+
+
+def _cut_overlaps(cx: _Ctx, pos: np.ndarray, heading: np.ndarray, vel: np.ndarray, valid: np.ndarray,
+                  length: np.ndarray, width: np.ndarray, goal: np.ndarray, vehicle: np.ndarray) -> None:
+    """Vehicles whose logs drive through each other: the later-listed one's log cut at the first overlap."""
+    ids = np.flatnonzero(vehicle)
+    while True:
+        hit = first_overlap(pos[ids], heading[ids], length[ids], width[ids], valid[ids])
+        if hit is None:
+            return
+        t, a, b = hit
+        i, j = int(ids[a]), int(ids[b])
+        valid[j, t:] = False
+        vel[j, t:] = 0.0
+        before = np.flatnonzero(valid[j])
+        old = goal[j].copy()
+        if len(before):
+            goal[j] = pos[j, before[-1]]
+        cx.repair(f"objects[{j}].position[{t}]", f"its box overlaps objects[{i}]'s in the log (at the simulator's "
+                  f"box scale {BOX_SCALE}: the logged drivers drove through each other); steps {t}.. marked invalid "
+                  f"and the goal moved from ({old[0]:.1f}, {old[1]:.1f}) to ({goal[j, 0]:.1f}, {goal[j, 1]:.1f})")
+
+
 def parse_scenario(data: Any, name: str = "<scene>", tolerance: float = 0.1,
                    max_segment_length: float | None = None, trajectory_length: int | None = None,
-                   strict: bool = False) -> Scenario:
+                   strict: bool = False, repair_logs: bool = True) -> Scenario:
     """A decoded JSON document -> Scenario (see the module docstring for the format and the repairs).
 
     trajectory_length: steps to keep (upstream uses 91); None = the most common `position` length.
-    strict: refuse the file at its first repair instead of warning."""
+    strict: refuse the file at its first repair instead of warning.
+    repair_logs: repair vehicle logs no vehicle could drive (`log_repair`: teleports, heading spikes)."""
     cx = _Ctx(name, strict)
     if not isinstance(data, dict):
         raise cx.fail("<root>", f"expected a JSON object, got {type(data).__name__}")
@@ -263,6 +317,10 @@ def parse_scenario(data: Any, name: str = "<scene>", tolerance: float = 0.1,
         if not isinstance(e, (bool, int)):
             raise cx.fail(f"{w}.mark_as_expert", f"expected a boolean, got {e!r}")
         expert[i] = bool(e)
+        if repair_logs and agent_type[i] == AGENT_TYPE_ID["vehicle"]:
+            _repair_log(cx, w, pos[i], heading[i], vel[i], valid[i], goal[i])
+    if repair_logs:
+        _cut_overlaps(cx, pos, heading, vel, valid, length, width, goal, agent_type == AGENT_TYPE_ID["vehicle"])
     segs, types, ids = [], [], []
     skipped: dict[str, int] = {}
     for j, r in enumerate(roads):
@@ -323,7 +381,7 @@ def parse_scenario(data: Any, name: str = "<scene>", tolerance: float = 0.1,
 
 
 def load_scenario(path: str | Path, tolerance: float = 0.1, max_segment_length: float | None = None,
-                  trajectory_length: int | None = None, strict: bool = False) -> Scenario:
+                  trajectory_length: int | None = None, strict: bool = False, repair_logs: bool = True) -> Scenario:
     """Read one Waymo/GPUDrive/PufferDrive-format JSON file (see `parse_scenario`)."""
     path = Path(path)
     try:
@@ -334,7 +392,7 @@ def load_scenario(path: str | Path, tolerance: float = 0.1, max_segment_length: 
         data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ScenarioFormatError(f"{path.name}: not valid JSON ({e})") from e
-    return parse_scenario(data, path.name, tolerance, max_segment_length, trajectory_length, strict)
+    return parse_scenario(data, path.name, tolerance, max_segment_length, trajectory_length, strict, repair_logs)
 
 
 def scenario_to_json(sc: Scenario) -> dict:

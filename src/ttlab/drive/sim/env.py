@@ -178,6 +178,14 @@ class EnvConfig:
     """Road-edge candidates per grid cell for offroad tests."""
     collision_candidates: int = 8
     """Nearest others tested for collision (SAT) per agent."""
+    box_scale: float = 0.7
+    """Collision and offroad tests use every vehicle's box with length and width scaled by this, as GPUDrive
+    (`consts::vehicleLengthScale`) and PufferDrive (`should_control_agent`) do: logged boxes of real scenes touch
+    each other and the kerb where the real vehicles did not (a dataset artefact, in GPUDrive's words). Observations
+    show the true size. 1.0 = full boxes (what this simulator used before it matched upstream)."""
+    min_goal_distance: float = 2.0
+    """A vehicle is controllable only if it starts at least this far (m) from its goal (PufferDrive's
+    MIN_DISTANCE_TO_GOAL); a closer one replays its log."""
     limits: DynamicsLimits = field(default_factory=DynamicsLimits)
     """Dynamics bounds."""
     backend: Literal["auto", "native", "torch"] = "auto"
@@ -201,6 +209,8 @@ class EnvConfig:
         check("collision_behavior", self.collision_behavior, EVENT_BEHAVIOURS)
         check("offroad_behavior", self.offroad_behavior, EVENT_BEHAVIOURS)
         check("control_mode", self.control_mode, ("all", "ego_only", "replay"))
+        if not 0.0 < self.box_scale <= 1.0:
+            raise ValueError(f"EnvConfig.box_scale={self.box_scale}: expected a value in (0, 1]")
         check("backend", self.backend, ("auto", "native", "torch"))
         check("progress_target", self.progress_target, ("goal", "nearest_exit", "intent"))
         if self.exit_intent and not (self.hidden_goal and self.goal_behavior == "trial" and self.action == "discrete"):
@@ -285,7 +295,7 @@ class DriveEnv:
             raise ValueError("EnvConfig.hidden_goal=True needs a pool with goal_candidates (none in this pool)")
         self.num_envs = E = cfg.num_envs
         self.num_agents = A = min(cfg.max_agents, self.pool.pos.shape[1])
-        self.view = PoolView(self.pool, A, cfg.partner_style)
+        self.view = PoolView(self.pool, A, cfg.partner_style, min_goal_distance=cfg.min_goal_distance)
         self.grid = build_grid(self.pool, cfg.road_radius, cfg.grid_cell, cfg.road_slots, cfg.edge_slots,
                                pos_scale=POS_SCALE)
         m = self.pool.goal_candidates.shape[2] if cfg.hidden_goal else 0
@@ -496,7 +506,8 @@ class DriveEnv:
         vis = (st.role != 0) & ~st.removed & ~reporting & (~expert | log_valid)
 
         # 4. collisions among the few nearest others, offroad against nearby road edges
-        collided, offroad = self._contact_fn(self.grid, self.scene, x, y, heading, st.length, st.width, vis)
+        collided, offroad = self._contact_fn(self.grid, self.scene, x, y, heading, st.length * cfg.box_scale,
+                                             st.width * cfg.box_scale, vis)
 
         # 5. goals and rewards (only for egos in play this step)
         if cfg.hidden_goal:

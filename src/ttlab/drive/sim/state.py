@@ -4,7 +4,8 @@
 lengths) and builds the exact episode-start state of any env from (scene, init_steps, per-episode
 draws). Trials and respawns re-apply it, which is what makes trial-start observations bit-identical.
 Roles: 0 absent, 1 policy-controlled, 2 log replay (expert), 3 static (holds its start pose). Only agents
-valid at the start step can be controlled or static; every other logged agent replays its log and is on the
+valid at the start step and at least `min_goal_distance` from their goal can be controlled; only agents valid at
+the start step can be static; every other logged agent replays its log and is on the
 map exactly while its log is valid (it appears when its valid window starts and leaves when it ends).
 """
 
@@ -56,7 +57,8 @@ class SimState:
 class PoolView:
     """Per-pool tensors the step needs, restricted to the first A agent slots of every scene."""
 
-    def __init__(self, pool: ScenarioPool, num_agents: int, partner_style: bool, static_threshold: float = 0.5):
+    def __init__(self, pool: ScenarioPool, num_agents: int, partner_style: bool, static_threshold: float = 0.5,
+                 min_goal_distance: float = 0.0):
         A = num_agents
         self.pool = pool
         self.P, self.T = pool.pos.shape[0], pool.pos.shape[2]
@@ -78,6 +80,7 @@ class PoolView:
         lo = torch.where(vmask, pool.pos[:, :A], big).amin(2)
         hi = torch.where(vmask, pool.pos[:, :A], -big).amax(2)
         self.parked = ((hi - lo).norm(dim=-1) < static_threshold) & self.exists  # (P, A)
+        self.min_goal_distance = min_goal_distance
         self.candidates = None if pool.goal_candidates is None else pool.goal_candidates[:, :A].float()
         self.route = None
         if pool.route is not None:
@@ -110,7 +113,12 @@ class PoolView:
         present = self.exists[scene] & valid
         expert = self.expert[scene]
         parked = self.parked[scene]
-        controllable = present & ~expert & ~parked
+        goal = self.goal[scene]  # (E, A, 2)
+        if true_goal is not None:
+            cand = self.candidates[scene]  # (E, A, M, 2)
+            goal = torch.gather(cand, 2, true_goal.view(*true_goal.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
+        far = (xyhv[..., :2] - goal).norm(dim=-1) >= self.min_goal_distance  # (E, A) PufferDrive's rule
+        controllable = present & ~expert & ~parked & far
         if control_mode == "ego_only":  # the first controllable agent is the ego, the others replay their logs
             first = torch.cumsum(controllable.long(), 1) == 1
             policy = controllable & first
@@ -124,10 +132,6 @@ class PoolView:
         late = self.exists[scene] & ~valid
         role = torch.where(policy, POLICY, torch.where(present & parked & ~expert, STATIC,
                                                        torch.where(present | late, EXPERT, ABSENT)))
-        goal = self.goal[scene]  # (E, A, 2)
-        if true_goal is not None:
-            cand = self.candidates[scene]  # (E, A, M, 2)
-            goal = torch.gather(cand, 2, true_goal.view(*true_goal.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
         route_s = self.goal_route_s[scene] if self.route is not None else torch.zeros_like(goal[..., 0])
         z = torch.zeros_like(goal[..., 0])
         f = torch.zeros_like(present)

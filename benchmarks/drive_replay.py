@@ -1,0 +1,129 @@
+"""Log replay fidelity per scene source: the log-tracking expert's events and its pose error against the log.
+
+Every vehicle the simulator lets drive (self-play evaluation env of `--preset`: every vehicle of the scene, one
+trial, collisions and offroad remove it) is driven by `drive.bc.tracking_actions` through the simulator's own
+bicycle dynamics and 91-action grid (`drive.replay.track_log`). Per source and expert anchor it reports the goal,
+collision and offroad rates over ego episodes and the mean / max position (and heading) error against the logged
+pose at the same log step, over every (ego, tick) in play. Anchors: `time` tracks the log at the next tick of the
+clock (pure log replay), `path` the log's next point after the nearest one (the expert of
+`benchmarks/drive_expert.py` and the BC warm start: it does not wait for the clock, so its pose error against
+the clock is larger). A JSON source is measured as loaded (log repairs on) and as upstream reads it (`raw`: no
+log repairs), which shows what the repairs fix.
+
+Writes `--out` (JSON, with commit, machine and wall time) and a PNG beside it; prints ONE JSON line last.
+
+    python benchmarks/drive_replay.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import time
+import warnings
+from pathlib import Path
+
+import torch
+from PIL import Image, ImageDraw
+
+from ttlab.drive.demo import CARLA
+from ttlab.drive.evaluate import EvalConfig, env_config
+from ttlab.drive.presets import TRAIN_PRESETS
+from ttlab.drive.replay import track_log
+from ttlab.drive.scenarios.pool import build_pool, load_scenarios
+from ttlab.drive.scenarios.waymo_json import ScenarioRepairWarning, load_scenario
+from ttlab.drive.sim.env import DriveEnv
+
+RESULTS = Path(__file__).resolve().parent / "results" / "drive_replay"
+
+
+def measure(preset: str, scenes: list, envs: int, episodes: int, anchor: str) -> dict:
+    """One source, one anchor: the expert's rates and pose errors."""
+    cfg = env_config(EvalConfig(mode="self_play", num_envs=envs, episodes=episodes, scene_order="cycle"),
+                     TRAIN_PRESETS[preset]().env)
+    env = DriveEnv(dataclasses.replace(cfg, num_envs=envs), build_pool(scenes), "cpu", seed=0)
+    o = track_log(env, episodes, anchor)
+    e, h = o["pos_err"], o["heading_err"]
+    return {"anchor": anchor, "goal_rate": round(o["goal_rate"], 4), "collision_rate": round(o["collision_rate"], 4),
+            "offroad_rate": round(o["offroad_rate"], 4),
+            "collision_plus_offroad": round(o["collision_rate"] + o["offroad_rate"], 4),
+            "pos_err_mean_m": round(float(e.mean()), 4), "pos_err_p99_m": round(float(torch.quantile(e, 0.99)), 4),
+            "pos_err_max_m": round(float(e.max()), 4), "heading_err_mean_rad": round(float(h.mean()), 4),
+            "heading_err_max_rad": round(float(h.max()), 4), "ego_episodes": o["ego_episodes"],
+            "ego_ticks": int(e.numel())}
+
+
+def sources(args) -> list[tuple[str, list, int, int]]:
+    """(name, scenes, envs, episodes) per measured source."""
+    out = []
+    proc = load_scenarios(args.procedural)
+    out.append((args.procedural, proc, min(args.envs, len(proc)), max(1, len(proc) // min(args.envs, len(proc)))))
+    for path in args.json:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ScenarioRepairWarning)
+            fixed, raw = load_scenario(path), load_scenario(path, repair_logs=False)
+        out.append((str(path), [fixed], 1, 1))  # one scene, deterministic: one episode says it all
+        out.append((f"{path} (raw: no log repairs, as upstream reads it)", [raw], 1, 1))
+    return out
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """Per source and anchor: goal rate and collision + offroad bars, and the mean pose error (PIL)."""
+    W, row_h = 900, 46
+    img = Image.new("RGB", (W, 40 + row_h * len(rows)), "white")
+    d = ImageDraw.Draw(img)
+    d.text((10, 10), "log-tracking expert: goal (green), collision+offroad (red), mean pose error (blue, 1 m = bar)",
+           fill="black")
+    for i, r in enumerate(rows):
+        y = 40 + i * row_h
+        name = Path(r["source"].split(" (")[0]).name + (" raw" if "raw" in r["source"] else "")
+        d.text((10, y + 4), f"{name[:44]} [{r['anchor']}]", fill="black")
+        x0, bw = 330, 380
+        d.rectangle([x0, y, x0 + bw * r["goal_rate"], y + 10], fill=(60, 170, 60))
+        d.rectangle([x0, y + 12, x0 + bw * min(1.0, r["collision_plus_offroad"]), y + 22], fill=(200, 50, 50))
+        d.rectangle([x0, y + 24, x0 + bw * min(1.0, r["pos_err_mean_m"]), y + 34], fill=(60, 90, 200))
+        d.text((x0 + bw + 8, y + 10), f"{r['goal_rate']:.3f} / {r['collision_plus_offroad']:.3f} / "
+               f"{r['pos_err_mean_m']:.2f} m", fill="black")
+    img.save(path)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--preset", default="selfplay_yield", help="the training preset whose env is evaluated")
+    ap.add_argument("--procedural", default="procedural:n=256,agents=8,seed=1000")
+    ap.add_argument("--json", nargs="*", type=Path, default=[CARLA] if CARLA.is_file() else [],
+                    help="Waymo-format JSON scenes (default: the CARLA Town02 sample)")
+    ap.add_argument("--envs", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=RESULTS / "drive_replay.json")
+    a = ap.parse_args()
+    if a.preset not in TRAIN_PRESETS:
+        raise SystemExit(f"--preset {a.preset!r}: expected one of {', '.join(TRAIN_PRESETS)}")
+    for p in a.json:
+        if not p.is_file():
+            raise SystemExit(f"--json {p}: no such file")
+    torch.set_num_threads(a.threads)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip()
+    t0, load0 = time.perf_counter(), os.getloadavg()
+    rows = []
+    for name, scenes, envs, episodes in sources(a):
+        for anchor in ("time", "path"):
+            rows.append({"source": name, **measure(a.preset, scenes, envs, episodes, anchor)})
+            print(json.dumps(rows[-1]), flush=True)
+    out = {"benchmark": "drive_replay", "preset": a.preset, "expert": "drive.bc.tracking_actions",
+           "rows": rows, "commit": commit, "nproc": os.cpu_count(), "threads": a.threads,
+           "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+           "wall_s": round(time.perf_counter() - t0, 1)}
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(out, indent=1) + "\n")
+    plot(rows, a.out.with_suffix(".png"))
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,3 @@
+from ttlab.drive.pretrained import main
+
+raise SystemExit(main())
