@@ -12,13 +12,16 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from ttlab.worldmodel.data.pusht import generate_pusht
+from ttlab.worldmodel.evaluate import EvalConfig, evaluate
+from ttlab.worldmodel.model.nanowm import count_parameters
+from ttlab.worldmodel.presets import tiny_pusht
+from ttlab.worldmodel.rollouts import heldout_rollouts
+from ttlab.worldmodel.train import train
+from ttlab.worldmodel.weights import load_world_model
+
 
 def run(out_dir: Path, device: str = "auto", episodes: int = 24, episode_steps: int = 120) -> str:
-    from ttlab.worldmodel.data.pusht import generate_pusht
-    from ttlab.worldmodel.evaluate import EvalConfig, evaluate, heldout_rollouts
-    from ttlab.worldmodel.model.nanowm import count_parameters
-    from ttlab.worldmodel.presets import tiny_pusht
-    from ttlab.worldmodel.train import load_world_model, train
 
     out_dir = Path(out_dir)
     t0 = time.perf_counter()
