@@ -184,10 +184,15 @@ def main() -> None:
           f"(measured {speed['step_bf16']['step_s_median']} s/step)", flush=True)
     exported = run_dir / "checkpoints" / "weights_latest.json"
     steps_before = load_world_model(run_dir).step if (args.resume or args.eval_only) and exported.exists() else 0
+    summary = run_dir / "evidence_train.json"  # this script's record of training, read back by --eval-only
     if args.eval_only:
-        tr = {"steps": steps_before, "seconds": float("nan"), "stopped_by_wall_clock": None}
+        tr = json.loads(summary.read_text()) if summary.exists() else \
+            {"steps": steps_before, "seconds": float("nan"), "stopped_by_wall_clock": None}
+        steps_before = tr.get("steps_before", steps_before)
     else:
         tr = train(cfg)
+        tr = {k: tr[k] for k in ("steps", "seconds", "stopped_by_wall_clock")} | {"steps_before": steps_before}
+        summary.write_text(json.dumps(tr) + "\n")
     wm = load_world_model(run_dir)
     # the whole training loop's rate (data, Lightning, EMA included) over the steps this process trained
     trained_gflop = speed["step_bf16"]["gflop_per_step"] * (tr["steps"] - steps_before)

@@ -51,18 +51,21 @@ def pose_targets(states: np.ndarray) -> np.ndarray:
 class PoseProbe(nn.Module):
     """(N, 3, H, W) frames in [-1, 1] -> (N, 6): agent x, y, T centre x, y (workspace fraction), cos, sin."""
 
-    def __init__(self, width: int = 16):
+    def __init__(self, width: int = 24):
         super().__init__()
         w = width
         self.net = nn.Sequential(  # 64 -> 32 -> 16 -> 8 -> 4, then an MLP on the 4x4 map (keeps where things are)
-            nn.Conv2d(3, w, 4, stride=2, padding=1), nn.GELU(),
+            nn.Conv2d(5, w, 4, stride=2, padding=1), nn.GELU(),
             nn.Conv2d(w, 2 * w, 4, stride=2, padding=1), nn.GELU(),
             nn.Conv2d(2 * w, 4 * w, 4, stride=2, padding=1), nn.GELU(),
             nn.Conv2d(4 * w, 4 * w, 3, padding=1), nn.GELU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(),
             nn.Linear(64 * w, 256), nn.GELU(), nn.Linear(256, 6))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x.float())  # (N, 6)
+        N, _, H, W = x.shape
+        ys = torch.linspace(-1, 1, H, device=x.device).view(1, 1, H, 1).expand(N, 1, H, W)
+        xs = torch.linspace(-1, 1, W, device=x.device).view(1, 1, 1, W).expand(N, 1, H, W)
+        return self.net(torch.cat([x.float(), xs, ys], dim=1))  # (N, 6); coordinate channels (CoordConv)
 
 
 def pose_errors(pred: torch.Tensor, true: torch.Tensor, resolution: int = 64) -> dict[str, torch.Tensor]:
@@ -89,7 +92,7 @@ class ProbeReport:
 
 
 def train_pose_probe(frames: torch.Tensor, targets: torch.Tensor, val_frames: torch.Tensor,
-                     val_targets: torch.Tensor, steps: int = 1500, batch: int = 64, lr: float = 2e-3,
+                     val_targets: torch.Tensor, steps: int = 1500, batch: int = 64, lr: float = 3e-3,
                      seed: int = 0) -> tuple[PoseProbe, ProbeReport]:
     """Fit a `PoseProbe` on (N, 3, H, W) frames and (N, 6) targets (AdamW, cosine LR, light pixel-shift-free
     training: the probe must read exact positions); report its error on held-out frames."""
@@ -101,7 +104,7 @@ def train_pose_probe(frames: torch.Tensor, targets: torch.Tensor, val_frames: to
     probe = PoseProbe()
     opt = torch.optim.AdamW(probe.parameters(), lr=lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
-    w = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.25, 0.25])  # positions matter most; the angle is in degrees later
+    w = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.5, 0.5])  # (cos, sin) vary over [-1, 1], positions over ~[0.1, 0.9]
     for _ in range(steps):
         idx = torch.randint(0, frames.shape[0], (batch,), generator=g)
         x, y = frames[idx].float(), targets[idx]

@@ -44,7 +44,7 @@ def pusht_cpu() -> TrainConfig:
                        num_frames=5, frame_interval=5, n_ctx=2, sample_steps=10,
                        diffusion=DiffusionConfig(target="x", timestep_sampling="uniform", clean_context_prob=1.0,
                                                  context_frames=2, delta=True, delta_scale=2.0, snr_gamma=5.0),
-                       batch_size=32, lr=8e-4, weight_decay=0.0, warmup_steps=100, max_steps=1500,
+                       batch_size=16, lr=6e-4, weight_decay=0.0, warmup_steps=100, max_steps=1500,
                        val_every=10**9, ckpt_every=100, val_samples=16, num_workers=0, ema_decay=0.995,
                        log_every=25, cpu_threads=1, precision="bf16-mixed", episode_cache=1024, progress_bar=False,
                        device="cpu")
