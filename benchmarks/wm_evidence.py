@@ -4,12 +4,13 @@ line last.
 One resumable command, on one thread:
   1. data: PushT 64x64 from the smooth pusher (gym-pusht) into data/ if missing; its measured motion per model
      frame beside the earlier scripted pusher's (24 episodes simulated, not written);
-  2. speed: fp32 and bf16 matmul peaks and the training step's rate, measured here; the step budget is the
-     training minutes / the measured step time (a resumed run keeps its budget);
+  2. speed: fp32 and bf16 matmul peaks and the training step's rate, measured here, and the rate the training
+     loop reached; the budget is wall-clock minutes (the LR schedule follows the elapsed fraction; a resumed
+     run continues its clock), or a fixed --max-steps;
   3. training: the `pusht_cpu` preset (delta x-target diffusion over all levels, 2 context frames + 3 predicted);
   4. scoring (`ttlab.worldmodel.scorecard`) on held-out episodes: windows (lags 1-3) and 24-frame rollouts,
-     model vs copy-last / mean frame / fitted blend, a pose probe for the T and the agent, ink kept, true vs
-     another episode's actions, two noise seeds;
+     model vs copy-last / mean frame / fitted blend, T and agent poses read by matching the simulator's
+     geometry, ink kept, true vs another episode's actions, two noise seeds;
   5. figures: a strip PNG and a rollout GIF.
 Writes benchmarks/results/wm_evidence/{wm_evidence.json, strip.png, rollouts.gif}.
 
@@ -34,7 +35,7 @@ from ttlab.worldmodel.data.pusht import generate_pusht, motion_stats, rollout_ep
 from ttlab.worldmodel.diffusion import Objective
 from ttlab.worldmodel.model import count_parameters
 from ttlab.worldmodel.presets import pusht_cpu
-from ttlab.worldmodel.scorecard import fit_baselines, fit_probe, score_rollouts, score_windows
+from ttlab.worldmodel.scorecard import fit_baselines, score_rollouts, score_windows
 from ttlab.worldmodel.throughput import matmul_peak, train_step_rate
 from ttlab.worldmodel.train import build_datasets, build_model_config, train
 from ttlab.worldmodel.weights import load_world_model
@@ -140,7 +141,6 @@ def main() -> None:
     ap.add_argument("--eval-only", action="store_true", help="score the existing run without training")
     ap.add_argument("--eval-windows", type=int, default=256)
     ap.add_argument("--rollout-episodes", type=int, default=32)
-    ap.add_argument("--probe-steps", type=int, default=1200)
     ap.add_argument("--out-dir", default="benchmarks/results/wm_evidence")
     args = ap.parse_args()
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
@@ -198,16 +198,15 @@ def main() -> None:
     trained_gflop = speed["step_bf16"]["gflop_per_step"] * (tr["steps"] - steps_before)
     achieved = trained_gflop / tr["seconds"] if tr["seconds"] == tr["seconds"] and tr["seconds"] > 0 else float("nan")
 
-    print("fitting baselines and the pose probe", flush=True)
+    print("fitting the baselines", flush=True)
     t_eval = time.perf_counter()
     _, val_ds = build_datasets(replace(cfg, data=str(data)), run_dir / "action_stats.json")
     train_eps = np.setdiff1d(np.arange(len(val_ds.source)), val_ds.episodes)
     base = fit_baselines(val_ds.source, train_eps, cfg.frame_interval, max_lag=24)
-    probe, probe_rep = fit_probe(val_ds.source, train_eps, val_ds.episodes, steps=args.probe_steps)
-    print(f"probe: {asdict(probe_rep)}; scoring windows", flush=True)
-    w = score_windows(wm.model, wm.obj, val_ds, base, probe, cfg.n_ctx, cfg.sample_steps, count=args.eval_windows)
+    print("scoring windows", flush=True)
+    w = score_windows(wm.model, wm.obj, val_ds, base, cfg.n_ctx, cfg.sample_steps, count=args.eval_windows)
     print("scoring rollouts", flush=True)
-    ro = score_rollouts(wm.model, wm.obj, val_ds, base, probe, cfg.n_ctx, cfg.sample_steps, horizon=24,
+    ro = score_rollouts(wm.model, wm.obj, val_ds, base, cfg.n_ctx, cfg.sample_steps, horizon=24,
                         max_episodes=args.rollout_episodes)
     eval_secs = time.perf_counter() - t_eval
 
@@ -245,11 +244,10 @@ def main() -> None:
                   "budget_minutes": cfg.budget_minutes or None, "batch": cfg.batch_size, "lr": cfg.lr,
                   "minutes": r(tr["seconds"] / 60, 2), "stopped_by_wall_clock": tr["stopped_by_wall_clock"],
                   "resumed": args.resume, "eval_only": args.eval_only},
-        "probe": asdict(probe_rep),
         "blend_alpha_by_lag": r(base.blend_alpha, 3),
         "windows": {"count": w["count"], "n_ctx": w["n_ctx"], "predicted": w["predicted"],
                     "seed_pair_psnr": r(w["seed_pair/psnr"]), "seed_pair_psnr/by_lag": r(w["seed_pair/psnr/by_lag"]),
-                    "probe_floor_on_truth": {k: r(w[f"truth/{k}"]) for k in ("agent_px", "tee_px", "tee_deg")},
+                    "pose_reader_floor_on_truth": {k: r(w[f"truth/{k}"]) for k in ("agent_px", "tee_px", "tee_deg")},
                     **table(w, names, keys)},
         "rollouts": {"episodes": ro["episodes"], "horizon": ro["horizon"], "n_ctx": ro["n_ctx"], **table(ro, names, keys)},
         "eval_minutes": r(eval_secs / 60, 2), "wall_minutes": r((time.perf_counter() - t_start) / 60, 2),

@@ -3,9 +3,12 @@
 - Ink: pixels of the T block's colour and of the agent's colour (gym-pusht draws the T LightSlateGray and
   the agent RoyalBlue on white, over a LightGreen goal), counted per frame; a prediction is scored by its
   count over the true frame's (1.0 = all kept; a blur that fades the T to grey-white keeps little).
-- Pose: a small CNN (`PoseProbe`) trained on real frames against the simulator's state reads the agent's
-  position and the T's centre and angle from any frame. Its error on true frames is the floor; on
-  predicted frames it measures where the model put the objects, in pixels and degrees.
+- Pose, by matching against the simulator's geometry (`read_poses`): the agent is the centroid of its colour;
+  the T's pose is the (position, angle) whose rasterised T (gym-pusht's two boxes, drawn as the renderer
+  draws them: world / 8 = pixels at 64x64) best overlaps (IoU) the T-coloured pixels, searched over 10-degree
+  steps around the colour centroid and refined. Its error on true frames is the floor; on predicted frames it
+  says where the model put the objects, in pixels and degrees. A frame with no T (or agent) ink gets the
+  image centre (angle 0) as its reading: a blur that erases an object pays for it.
 
 Frames are float (..., 3, H, W) in [-1, 1], as everywhere in the world model.
 """
@@ -13,11 +16,9 @@ Frames are float (..., 3, H, W) in [-1, 1], as everywhere in the world model.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from ttlab.worldmodel.data.pusht import tee_centre
@@ -48,24 +49,81 @@ def pose_targets(states: np.ndarray) -> np.ndarray:
                           axis=1).astype(np.float32)
 
 
-class PoseProbe(nn.Module):
-    """(N, 3, H, W) frames in [-1, 1] -> (N, 6): agent x, y, T centre x, y (workspace fraction), cos, sin."""
+BAR = (-60.0, 60.0, 0.0, 30.0)  # the T's two boxes in its body frame: x0, x1, y0, y1 (gym-pusht `add_tee`)
+STEM = (-15.0, 15.0, 30.0, 120.0)
+AREA_CENTROID = (0.0, (3600.0 * 15.0 + 2700.0 * 75.0) / 6300.0)  # the centroid of the T's area, body frame
 
-    def __init__(self, width: int = 24):
-        super().__init__()
-        w = width
-        self.net = nn.Sequential(  # 64 -> 32 -> 16 -> 8 -> 4, then an MLP on the 4x4 map (keeps where things are)
-            nn.Conv2d(5, w, 4, stride=2, padding=1), nn.GELU(),
-            nn.Conv2d(w, 2 * w, 4, stride=2, padding=1), nn.GELU(),
-            nn.Conv2d(2 * w, 4 * w, 4, stride=2, padding=1), nn.GELU(),
-            nn.Conv2d(4 * w, 4 * w, 3, padding=1), nn.GELU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(),
-            nn.Linear(64 * w, 256), nn.GELU(), nn.Linear(256, 6))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        N, _, H, W = x.shape
-        ys = torch.linspace(-1, 1, H, device=x.device).view(1, 1, H, 1).expand(N, 1, H, W)
-        xs = torch.linspace(-1, 1, W, device=x.device).view(1, 1, 1, W).expand(N, 1, H, W)
-        return self.net(torch.cat([x.float(), xs, ys], dim=1))  # (N, 6); coordinate channels (CoordConv)
+def tee_masks(pos: torch.Tensor, angle: torch.Tensor, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+    """Rasterise T poses (K, 2) world position, (K,) angle at pixel centres with world coordinates xs (W,)
+    (columns) and ys (H,) (rows) -> bool (K, H, W): inside the T."""
+    dx = xs.view(1, 1, -1) - pos[:, 0].view(-1, 1, 1)  # (K, 1, W)
+    dy = ys.view(1, -1, 1) - pos[:, 1].view(-1, 1, 1)  # (K, H, 1)
+    c, s = torch.cos(angle).view(-1, 1, 1), torch.sin(angle).view(-1, 1, 1)
+    qx, qy = c * dx + s * dy, -s * dx + c * dy  # (K, H, W) body frame
+    inside = lambda b: (qx >= b[0]) & (qx <= b[1]) & (qy >= b[2]) & (qy <= b[3])  # noqa: E731
+    return inside(BAR) | inside(STEM)
+
+
+def _centroid(mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """bool (N, S, S) -> world centroids (N, 2) and pixel counts (N,)."""
+    S = mask.shape[-1]
+    g = (torch.arange(S, dtype=torch.float32) + 0.5) * (WORLD / S)
+    n = mask.sum(dim=(-2, -1)).float()
+    cx = (mask.float().sum(-2) * g).sum(-1) / n.clamp(min=1)
+    cy = (mask.float().sum(-1) * g).sum(-1) / n.clamp(min=1)
+    return torch.stack([cx, cy], -1), n
+
+
+def _match_tee(mask: torch.Tensor, centroid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The T pose (block position (2,), angle) whose rasterisation best overlaps one bool (S, S) mask, searched
+    in a window around the mask's centroid: 36 angles, then +-10 degrees by 2, then +-1 px shifts."""
+    S = mask.shape[-1]
+    step = WORLD / S
+    r = int(round(90.0 / step))  # the T reaches < 90 world units from its area centroid
+    c0, r0 = (int(v) for v in (centroid / step).floor())
+    cols = torch.arange(max(c0 - r, 0), min(c0 + r + 1, S))
+    rows = torch.arange(max(r0 - r, 0), min(r0 + r + 1, S))
+    m = mask[rows][:, cols]  # (h, w) the window
+    xs, ys = (cols.float() + 0.5) * step, (rows.float() + 0.5) * step
+    ac = torch.tensor(AREA_CENTROID)
+
+    def best(angles: torch.Tensor, shift: torch.Tensor):
+        rot = torch.stack([torch.cos(angles) * ac[0] - torch.sin(angles) * ac[1],
+                           torch.sin(angles) * ac[0] + torch.cos(angles) * ac[1]], -1)  # (K, 2)
+        pos = centroid[None] + shift - rot  # (K, 2) block origin putting the area centroid at centroid + shift
+        t = tee_masks(pos, angles, xs, ys)  # (K, h, w)
+        iou = (t & m).sum(dim=(-2, -1)).float() / (t | m).sum(dim=(-2, -1)).float().clamp(min=1)
+        k = int(iou.argmax())
+        return pos[k], angles[k]
+
+    _, a = best(torch.arange(36) * (2 * math.pi / 36), torch.zeros(1, 2))
+    _, a = best(a + torch.arange(-5, 6) * math.radians(2.0), torch.zeros(1, 2))
+    d = torch.arange(-2, 3, dtype=torch.float32) * (step / 2)  # +-1 px in half-pixel steps
+    shifts = torch.stack(torch.meshgrid(d, d, indexing="ij"), -1).reshape(-1, 2)  # (25, 2)
+    return best(a.expand(len(shifts)).clone(), shifts)
+
+
+@torch.no_grad()
+def read_poses(frames: torch.Tensor, min_tee_pixels: int = 8, min_agent_pixels: int = 2) -> torch.Tensor:
+    """(..., 3, S, S) frames in [-1, 1] -> (..., 6) readings in `pose_targets`' layout: agent colour centroid,
+    matched T centre, cos and sin of the matched T angle. Missing ink reads as the image centre, angle 0."""
+    lead = frames.shape[:-3]
+    f = frames.reshape(-1, *frames.shape[-3:]).float()
+    agent_c, agent_n = _centroid(colour_mask(f, AGENT_RGB))
+    tee_m = colour_mask(f, TEE_RGB)
+    tee_c, tee_n = _centroid(tee_m)
+    out = torch.zeros(f.shape[0], 6)
+    centre = torch.full((2,), WORLD / 2)
+    for i in range(f.shape[0]):
+        out[i, 0:2] = (agent_c[i] if agent_n[i] >= min_agent_pixels else centre) / WORLD
+        if tee_n[i] >= min_tee_pixels:
+            pos, a = _match_tee(tee_m[i], tee_c[i])
+            out[i, 2:4] = torch.from_numpy(tee_centre(np.array([pos[0], pos[1], a]))).float() / WORLD
+            out[i, 4], out[i, 5] = torch.cos(a), torch.sin(a)
+        else:
+            out[i, 2:4], out[i, 4], out[i, 5] = centre / WORLD, 1.0, 0.0
+    return out.reshape(*lead, 6)
 
 
 def pose_errors(pred: torch.Tensor, true: torch.Tensor, resolution: int = 64) -> dict[str, torch.Tensor]:
@@ -80,63 +138,11 @@ def pose_errors(pred: torch.Tensor, true: torch.Tensor, resolution: int = 64) ->
     return {"agent_px": agent, "tee_px": tee, "tee_deg": d.abs() * 180.0 / math.pi}
 
 
-@dataclass
-class ProbeReport:
-    steps: int
-    train_frames: int
-    heldout_frames: int
-    heldout_agent_px: float
-    heldout_tee_px: float
-    heldout_tee_deg: float
-    seconds: float
-
-
-def train_pose_probe(frames: torch.Tensor, targets: torch.Tensor, val_frames: torch.Tensor,
-                     val_targets: torch.Tensor, steps: int = 1500, batch: int = 64, lr: float = 3e-3,
-                     seed: int = 0) -> tuple[PoseProbe, ProbeReport]:
-    """Fit a `PoseProbe` on (N, 3, H, W) frames and (N, 6) targets (AdamW, cosine LR, light pixel-shift-free
-    training: the probe must read exact positions); report its error on held-out frames."""
-    import time
-
-    t0 = time.perf_counter()
-    g = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    probe = PoseProbe()
-    opt = torch.optim.AdamW(probe.parameters(), lr=lr, weight_decay=1e-4)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.1)
-    w = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.5, 0.5])  # (cos, sin) vary over [-1, 1], positions over ~[0.1, 0.9]
-    for _ in range(steps):
-        idx = torch.randint(0, frames.shape[0], (batch,), generator=g)
-        x, y = frames[idx].float(), targets[idx]
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            out = probe(x)
-        loss = ((out.float() - y).pow(2) * w).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-    probe.eval().requires_grad_(False)
-    err = pose_errors(read_poses(probe, val_frames), val_targets, frames.shape[-1])
-    rep = ProbeReport(steps, int(frames.shape[0]), int(val_frames.shape[0]), float(err["agent_px"].mean()),
-                      float(err["tee_px"].mean()), float(err["tee_deg"].mean()), time.perf_counter() - t0)
-    return probe, rep
-
-
-@torch.no_grad()
-def read_poses(probe: PoseProbe, frames: torch.Tensor, batch: int = 256) -> torch.Tensor:
-    """(..., 3, H, W) frames -> (..., 6) probe readings."""
-    lead = frames.shape[:-3]
-    flat = frames.reshape(-1, *frames.shape[-3:])
-    out = torch.cat([probe(flat[i:i + batch]) for i in range(0, flat.shape[0], batch)]) if flat.shape[0] else \
-        torch.zeros(0, 6)
-    return out.reshape(*lead, 6)
-
-
-def object_scores(pred: torch.Tensor, true: torch.Tensor, true_pose: torch.Tensor, probe: PoseProbe) -> dict:
-    """Per-frame object scores of predicted frames (..., 3, H, W) against the true frames and true poses
-    (..., 6): ink ratios (pred count / true count, per frame) and probe pose errors."""
+def object_scores(pred: torch.Tensor, true: torch.Tensor, true_pose: torch.Tensor) -> dict:
+    """Per-frame object scores of predicted frames (..., 3, H, W) against the true frames and the simulator's
+    poses (..., 6): ink ratios (pred count / true count, per frame) and pose errors of `read_poses`."""
     ip, it = ink_counts(pred), ink_counts(true)
-    err = pose_errors(read_poses(probe, pred), true_pose, pred.shape[-1])
+    err = pose_errors(read_poses(pred), true_pose, pred.shape[-1])
     return {"tee_ink_ratio": ip["tee"] / it["tee"].clamp(min=1.0), "agent_ink_ratio": ip["agent"] / it["agent"].clamp(
         min=1.0), **err}
 

@@ -8,8 +8,9 @@ Every prediction is scored beside the same frames predicted by
     a x last + (1 - a) x mean (a fitted per lag on training episodes by least squares: the best a
     blur-only predictor can do);
   - the model given another episode's actions (action sensitivity) and another noise seed (sample diversity).
-Scores: PSNR, SSIM, object scores from `objects` (probe pose errors in px / degrees, T and agent ink kept),
-per lag / per rollout frame. Pixel data only (the probe and ink read RGB frames).
+Scores: PSNR, SSIM, object scores from `objects` (pose errors in px / degrees read by matching the
+simulator's geometry, T and agent ink kept),
+per lag / per rollout frame. Pixel data only (poses and ink are read from RGB frames).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 from ttlab.worldmodel.data.windows import to_model_frames, window_actions
 from ttlab.worldmodel.diffusion import rollout, sample_window
 from ttlab.worldmodel.metrics import psnr, quantize, ssim
-from ttlab.worldmodel.objects import PoseProbe, object_scores, pose_targets, train_pose_probe
+from ttlab.worldmodel.objects import object_scores, pose_targets
 
 
 @dataclass
@@ -71,27 +72,10 @@ def fit_baselines(source, episodes: np.ndarray, interval: int, max_lag: int, fra
     return Baselines(mean, alphas)
 
 
-def fit_probe(source, train_eps: np.ndarray, val_eps: np.ndarray, frames_per_episode: int = 48,
-              steps: int = 1500, seed: int = 0):
-    """A `PoseProbe` trained on frames of training episodes, scored on frames of held-out ones."""
-    def gather(eps, n):
-        xs, ys = [], []
-        for e in eps:
-            T = source.length(int(e))
-            idx = np.linspace(0, T - 1, min(n, T)).round().astype(int)
-            xs.append(episode_frames(source, int(e), idx))
-            ys.append(torch.from_numpy(pose_targets(source.states(int(e))[idx])))
-        return torch.cat(xs), torch.cat(ys)
-
-    x, y = gather(train_eps, frames_per_episode)
-    vx, vy = gather(val_eps, 8)
-    return train_pose_probe(x, y, vx, vy, steps=steps, seed=seed)
-
-
-def _scores(name: str, pred: torch.Tensor, true: torch.Tensor, pose: torch.Tensor, probe: PoseProbe,
+def _scores(name: str, pred: torch.Tensor, true: torch.Tensor, pose: torch.Tensor,
             out: dict[str, list[torch.Tensor]]) -> None:
     """Append per-frame scores (B, Fp) of `pred` under `name/...`."""
-    per = {"psnr": psnr(pred, true), "ssim": ssim(pred, true), **object_scores(pred, true, pose, probe)}
+    per = {"psnr": psnr(pred, true), "ssim": ssim(pred, true), **object_scores(pred, true, pose)}
     for k, v in per.items():
         out.setdefault(f"{name}/{k}", []).append(v.cpu())
 
@@ -116,7 +100,7 @@ def _summarise(per: dict[str, list[torch.Tensor]]) -> dict:
 
 
 @torch.no_grad()
-def score_windows(model, obj, val_ds, baselines: Baselines, probe: PoseProbe, n_ctx: int, steps: int,
+def score_windows(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: int,
                   count: int = 256, batch: int = 32, seed: int = 0) -> dict:
     """Fixed seeded held-out windows: the model (true actions, two seeds; another episode's actions) beside
     copy-last, mean frame and blend, per lag. Returns means and per-lag lists under `<predictor>/<score>`,
@@ -144,9 +128,9 @@ def score_windows(model, obj, val_ds, baselines: Baselines, probe: PoseProbe, n_
         blend = quantize(al * last + (1 - al) * mean)
         for name, p in (("model", pred), ("model_other_actions", pred_o), ("copy_last", last), ("mean_frame", mean),
                         ("blend", blend)):
-            _scores(name, p, true, pose, probe, per)
+            _scores(name, p, true, pose, per)
         per.setdefault("seed_pair/psnr", []).append(psnr(pred, pred2))
-        floor = object_scores(true, true, pose, probe)  # the probe's own error on true frames
+        floor = object_scores(true, true, pose)  # the pose reader's own error on true frames
         for k in ("agent_px", "tee_px", "tee_deg"):
             per.setdefault(f"truth/{k}", []).append(floor[k])
         if first is None:
@@ -157,7 +141,7 @@ def score_windows(model, obj, val_ds, baselines: Baselines, probe: PoseProbe, n_
 
 
 @torch.no_grad()
-def score_rollouts(model, obj, val_ds, baselines: Baselines, probe: PoseProbe, n_ctx: int, steps: int,
+def score_rollouts(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: int,
                    horizon: int = 24, max_episodes: int = 48, batch: int = 16, seed: int = 0) -> dict:
     """`horizon`-frame sliding-window rollouts from the first `n_ctx` frames of held-out episodes, with their
     own actions and with another episode's, beside copy-last / mean / blend; per rollout frame."""
@@ -191,7 +175,7 @@ def score_rollouts(model, obj, val_ds, baselines: Baselines, probe: PoseProbe, n
         blend = quantize(al * last + (1 - al) * mean)
         for name, p in (("model", pred), ("model_other_actions", pred_o), ("copy_last", last), ("mean_frame", mean),
                         ("blend", blend)):
-            _scores(name, p, true, pose, probe, per)
+            _scores(name, p, true, pose, per)
         if first is None:
             first = (gt, torch.cat([start, pred], 1), torch.cat([start, pred_o], 1))
     res = _summarise(per)
