@@ -82,11 +82,11 @@ def native_diffusion(target: str):
 
 def arm_config(arm: str, steps: int, batch: int, target_steps: int, data: str, threads: int):
     """The TrainConfig of one arm (pure: same inputs, same config)."""
-    from ttlab.worldmodel.presets import pusht_cpu
+    from ttlab.worldmodel.presets import pusht_cpu_regressor
 
     if arm not in ARMS:
         raise ValueError(f"--arms: unknown arm {arm!r}; expected some of {', '.join(ARMS)}")
-    cfg = replace(pusht_cpu(), data=data, max_steps=steps, batch_size=batch, warmup_steps=max(1, steps // 10),
+    cfg = replace(pusht_cpu_regressor(), data=data, max_steps=steps, batch_size=batch, warmup_steps=max(1, steps // 10),
                   ckpt_every=max(1, steps // 4), null_first_action=True, cpu_threads=threads, run_name=f"abl_{arm}",
                   root="runs", resume=True, max_minutes=0.0)
     axis, value = arm.split("_", 1)
@@ -97,7 +97,7 @@ def arm_config(arm: str, steps: int, batch: int, target_steps: int, data: str, t
 
 def arm_result(arm: str, cfg, tr: dict, ev: dict, ro: dict, load_before, t0: float, commit: str, threads: int) -> dict:
     from ttlab.worldmodel.model import count_parameters
-    from ttlab.worldmodel.train import load_world_model
+    from ttlab.worldmodel.weights import load_world_model
 
     m = ev["metrics"]
     d = cfg.diffusion

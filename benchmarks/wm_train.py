@@ -5,7 +5,7 @@ AdamW), without Lightning's loop: samples/s, tokens/s, and model FLOPs utilisati
 MFU = 3 x forward matmul FLOPs x samples/s / peak dense FLOP/s.
 On CUDA: S/2 and B/2 on random 4x32x32 latents in bf16 autocast (optionally torch.compile), against the
 datasheet bf16 peak (H100/H200 SXM: 989 TFLOP/s).
-On CPU: the `pusht_cpu` evidence configuration (64x64 pixels, 4 frames) in fp32 and in bf16 autocast (what
+On CPU: the `pusht_cpu` evidence configuration (64x64 pixels, 5 frames) in fp32 and in bf16 autocast (what
 the preset trains with), and the tiny preset in fp32, against this CPU's fp32 (and bf16) matmul peak measured
 in the same run (the best of square matmuls at --threads threads). `mfu` is against the peak of the step's
 own dtype; `mfu_vs_fp32_peak` against the fp32 peak.
@@ -24,6 +24,9 @@ import torch
 
 from ttlab.worldmodel.diffusion import DiffusionConfig, Objective, sample_window
 from ttlab.worldmodel.model import NanoWM, count_parameters, forward_flops, size_config
+from ttlab.worldmodel.presets import pusht_cpu
+from ttlab.worldmodel.throughput import matmul_peak
+from ttlab.worldmodel.train import build_model_config
 
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
 
@@ -38,24 +41,6 @@ def peak_flops() -> float | None:
 def sync(dev):
     if dev.type == "cuda":
         torch.cuda.synchronize()
-
-
-def cpu_matmul_peak(sizes=(512, 1024, 2048), reps=3, dtype=torch.float32) -> dict:
-    """Measured dense matmul FLOP/s of this CPU at torch's current thread count: the best over sizes."""
-    best, per = 0.0, {}
-    for n in sizes:
-        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
-        torch.mm(a, b)
-        k = max(1, int(2e9 / (2 * n**3)))  # ~2 GFLOP per timing
-        t = float("inf")
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            for _ in range(k):
-                torch.mm(a, b)
-            t = min(t, (time.perf_counter() - t0) / k)
-        per[n] = 2 * n**3 / t
-        best = max(best, per[n])
-    return {"peak_gflops": round(best / 1e9, 1), "by_size_gflops": {str(n): round(v / 1e9, 1) for n, v in per.items()}}
 
 
 def bench_train(cfg, dev, batch, steps, frames=4, compile_=False, dtype=torch.bfloat16, diffusion=None, peak=None):
@@ -98,16 +83,17 @@ def bench_train(cfg, dev, batch, steps, frames=4, compile_=False, dtype=torch.bf
 def bench_sampling(model, dev, batch=8, frames=4, steps=20, reps=2, diffusion=None):
     cfg = model.cfg
     obj = Objective(diffusion or DiffusionConfig(), dev)
-    ctx = torch.randn(batch, 1, cfg.in_channels, cfg.input_size, cfg.input_size, device=dev)
+    n_ctx = max(1, (diffusion or DiffusionConfig()).context_frames)
+    ctx = torch.randn(batch, n_ctx, cfg.in_channels, cfg.input_size, cfg.input_size, device=dev)
     a = torch.randn(batch, frames, cfg.action_dim, device=dev)
     dt = torch.bfloat16 if dev.type == "cuda" else None
-    sample_window(model, obj, ctx, a, frames - 1, 2, autocast_dtype=dt)
+    sample_window(model, obj, ctx, a, frames - n_ctx, 2, autocast_dtype=dt)
     sync(dev)
     t0 = time.perf_counter()
     for _ in range(reps):
-        sample_window(model, obj, ctx, a, frames - 1, steps, autocast_dtype=dt)
+        sample_window(model, obj, ctx, a, frames - n_ctx, steps, autocast_dtype=dt)
     sync(dev)
-    return round(batch * (frames - 1) * reps / (time.perf_counter() - t0), 2)
+    return round(batch * (frames - n_ctx) * reps / (time.perf_counter() - t0), 2)
 
 
 def main() -> None:
@@ -138,12 +124,9 @@ def main() -> None:
     dev = torch.device("cpu")
     torch.set_num_threads(args.threads)
     res["cpu_threads"] = torch.get_num_threads()
-    res["cpu_fp32_matmul"] = cpu_matmul_peak()
-    res["cpu_bf16_matmul"] = cpu_matmul_peak(dtype=torch.bfloat16)
+    res["cpu_fp32_matmul"] = matmul_peak()
+    res["cpu_bf16_matmul"] = matmul_peak(dtype=torch.bfloat16)
     peak = res["cpu_fp32_matmul"]["peak_gflops"] * 1e9
-    from ttlab.worldmodel.presets import pusht_cpu
-    from ttlab.worldmodel.train import build_model_config
-
     tc = pusht_cpu()
     ecfg = build_model_config(tc, (3, 64, 64), 2 * tc.frame_interval)
     for name, dt, pk in (("pusht_cpu_fp32", torch.float32, peak),
@@ -166,8 +149,8 @@ def main() -> None:
     res["nproc"] = os.cpu_count()
     res["wall_seconds"] = round(time.perf_counter() - t_start, 1)
     res["config"] = {"frames": 4, "tokens_per_frame_s2_b2": 256, "latent": "4x32x32", "compile": args.compile,
-                     "sampling": "1 ctx + 3 gen: CUDA 20 DDIM steps; pusht_cpu its own 1-step sampler; tiny 10 steps",
-                     "cpu_note": "pusht_cpu: batch 32 of 4 x 64x64 frames (8x8 patches); mfu is against the peak of the "
+                     "sampling": "CUDA 1 ctx + 3 gen, 20 DDIM steps; pusht_cpu its own context and sampler; tiny 10 steps",
+                     "cpu_note": "pusht_cpu: its batch of 5 x 64x64 frames (8x8 patches); mfu is against the peak of the "
                                  "step's own dtype, measured in this run at cpu_threads threads"}
     if args.out:
         from pathlib import Path

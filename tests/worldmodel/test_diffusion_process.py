@@ -348,10 +348,46 @@ def test_stochastic_ddim_eta_on_a_tiny_model():
 
 
 def test_eval_and_rollout_resolve_the_official_sampler_flag():
-    from ttlab.worldmodel.evaluate import EvalConfig, RolloutConfig, sampler_settings
+    from ttlab.worldmodel.diffusion import SamplerConfig
+    from ttlab.worldmodel.evaluate import EvalConfig
+    from ttlab.worldmodel.rollouts import RolloutConfig
 
     for cls in (EvalConfig, RolloutConfig):
-        off = sampler_settings(cls(official_sampler=True, steps=3, mode="pyramid"), run_steps=1)
+        off = cls(sampler=SamplerConfig(official_sampler=True, steps=3, mode="pyramid")).sampler.resolve(run_steps=1)
         assert (off.steps, off.mode, off.history_noise) == (250, "sequential", 0.02)
-        own = sampler_settings(cls(), run_steps=7)
+        own = cls().sampler.resolve(run_steps=7)
         assert (own.steps, own.mode, own.history_noise, own.eta) == (7, "full_sequence", 0.0, 0.0)
+
+
+def test_delta_objective_makes_copy_last_the_zero_function_at_every_level():
+    """delta=True: the process runs on the change from the last context frame, so a model that outputs zeros
+    (x target) has copy-last's loss at any level and samples copy-last in any number of steps; the context
+    comes back exactly and the model is handed the anchor frame as conditioning."""
+    from ttlab.worldmodel.model import NanoWM, size_config
+
+    cfg = DiffusionConfig(target="x", timestep_sampling="uniform", clean_context_prob=1.0, context_frames=2,
+                          delta=True, delta_scale=2.0, snr_gamma=0.0)
+    obj = Objective(cfg)
+    seen = {}
+
+    def zero(x_t, t, actions, cond=None):
+        seen["cond"] = cond
+        return torch.zeros_like(x_t)
+
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.rand(3, 5, 3, 8, 8, generator=g) * 2 - 1
+    loss, _ = obj.loss(zero, x0, torch.zeros(3, 5, 2), generator=g)
+    copy = ((x0[:, 2:] - x0[:, 1:2]) * 2.0).pow(2).mean()  # the scaled change of the predicted frames
+    assert loss.item() == pytest.approx(copy.item(), rel=1e-5)
+    assert torch.equal(seen["cond"], x0[:, 1])
+    out = sample_window(zero, obj, x0[:, :2], torch.zeros(3, 5, 2), n_gen=3, n_steps=10, generator=g)
+    assert torch.equal(out[:, :2], x0[:, :2])
+    torch.testing.assert_close(out[:, 2:], x0[:, 1:2].expand(-1, 3, -1, -1, -1))
+    model = NanoWM(size_config("tiny", input_size=8, cond_channels=3))
+    with pytest.raises(ValueError, match="cond"):
+        sample_window(model, Objective(DiffusionConfig(target="x")), x0[:, :2], torch.zeros(3, 5, 2), 3, 2)
+
+
+def test_delta_config_needs_clean_context():
+    with pytest.raises(ValueError, match="delta"):
+        DiffusionConfig(target="x", delta=True, clean_context_prob=0.5)

@@ -41,7 +41,7 @@ def test_cli_help_lists_commands(capsys):
 def test_eval_writes_metrics_json_and_video(run_dir, tmp_path, capsys):
     from ttlab.worldmodel.cli import main
 
-    assert main(["eval", "--weights", run_dir, "--num-samples", "4", "--steps", "2", "--video-clips", "2",
+    assert main(["eval", "--weights", run_dir, "--num-samples", "4", "--sampler.steps", "2", "--video-clips", "2",
                  "--device", "cpu", "--out", str(tmp_path)]) == 0
     rep = json.loads((tmp_path / "metrics.json").read_text())
     assert {"psnr", "ssim", "baseline_copy_last/psnr"} <= set(rep["metrics"])
@@ -50,16 +50,18 @@ def test_eval_writes_metrics_json_and_video(run_dir, tmp_path, capsys):
 
 
 def test_rollout_goes_beyond_the_training_window(run_dir, tmp_path):
-    from ttlab.worldmodel.evaluate import RolloutConfig, rollout_run
+    from ttlab.worldmodel.diffusion import SamplerConfig
+    from ttlab.worldmodel.rollouts import RolloutConfig, rollout_run
 
-    res = rollout_run(RolloutConfig(weights=run_dir, horizon=10, steps=2, device="cpu", out=tmp_path))
+    res = rollout_run(RolloutConfig(weights=run_dir, horizon=10, sampler=SamplerConfig(steps=2), device="cpu", out=tmp_path))
     assert res["frames"] == 10 and res["window"] == 4
     assert np.isfinite(res["psnr"]) and np.isfinite(res["baseline_copy_last/psnr"])
     assert _mp4_frames(tmp_path / "rollout.mp4") == 10
     raw = np.ones((5, 3), np.float32)  # wrong raw action width
     np.save(tmp_path / "a.npy", raw)
     with pytest.raises(ValueError, match="actions"):
-        rollout_run(RolloutConfig(weights=run_dir, actions=tmp_path / "a.npy", horizon=10, steps=2, device="cpu",
+        rollout_run(RolloutConfig(weights=run_dir, actions=tmp_path / "a.npy", horizon=10, sampler=SamplerConfig(steps=2),
+                                  device="cpu",
                                   out=tmp_path))
 
 
@@ -78,10 +80,11 @@ def test_eval_reports_per_lag_numbers_with_the_runs_own_sampler(run_dir, tmp_pat
 def test_heldout_rollouts_score_only_held_out_episodes_against_copy_last(run_dir):
     import torch
 
+    from ttlab.worldmodel.config import TrainConfig
     from ttlab.worldmodel.data.windows import to_model_frames
-    from ttlab.worldmodel.evaluate import heldout_rollouts
     from ttlab.worldmodel.metrics import psnr
-    from ttlab.worldmodel.train import TrainConfig, build_datasets
+    from ttlab.worldmodel.rollouts import heldout_rollouts
+    from ttlab.worldmodel.train import build_datasets
 
     res = heldout_rollouts(run_dir, horizon=9, steps=2, device="cpu", max_episodes=3)
     gt, pred = res.pop("_first_batch")

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from ttlab.worldmodel.presets import TRAIN_PRESETS, debug
-from ttlab.worldmodel.train import load_world_model, train, video_grid, warmup_cosine
+from ttlab.worldmodel.train import train, video_grid, warmup_cosine
+from ttlab.worldmodel.weights import load_world_model
 
 
 def test_warmup_cosine_curve_golden():
@@ -109,10 +110,13 @@ def test_wall_clock_guard_counts_only_this_process_and_stops_the_trainer():
 
 
 def test_cpu_presets_anneal_inside_their_step_budget_and_use_the_matching_sampler():
-    from ttlab.worldmodel.presets import pusht_cpu, tiny_pusht
+    from ttlab.worldmodel.presets import pusht_cpu, pusht_cpu_regressor, tiny_pusht
     from ttlab.worldmodel.train import warmup_cosine
 
-    for cfg in (pusht_cpu(), tiny_pusht()):
+    for cfg in (pusht_cpu_regressor(), tiny_pusht()):
         assert cfg.diffusion.residual and cfg.diffusion.timestep_sampling == "terminal" and cfg.sample_steps == 1
         assert cfg.frame_interval == 5 and cfg.num_frames == 4 and cfg.n_ctx == cfg.diffusion.context_frames == 1
         assert warmup_cosine(cfg.max_steps - 1, cfg.warmup_steps, cfg.max_steps) < 1e-3  # the last step: ~0
+    gen = pusht_cpu()  # the generative configuration: every level trained, a multi-step sampler, 2+ context frames
+    assert gen.diffusion.delta and gen.diffusion.timestep_sampling == "uniform" and 8 <= gen.sample_steps <= 16
+    assert 2 <= gen.n_ctx == gen.diffusion.context_frames <= 3 and gen.num_frames > gen.n_ctx

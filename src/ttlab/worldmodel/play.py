@@ -16,6 +16,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ttlab.common.config import from_dict, parse_config
+from ttlab.common.device import resolve_device
+from ttlab.worldmodel.config import TrainConfig
+from ttlab.worldmodel.data.windows import ActionStats, to_model_frames, window_actions
+from ttlab.worldmodel.diffusion import sample_window
+from ttlab.worldmodel.train import open_episodes
+from ttlab.worldmodel.visuals import to_uint8, write_mp4
+from ttlab.worldmodel.weights import decode, load_world_model, run_codec
+
 KEYMAP = {"L": (-1, 0), "R": (1, 0), "U": (0, -1), "D": (0, 1), ".": (0, 0)}
 
 
@@ -54,21 +63,15 @@ def _direction(held: set[int], pygame) -> tuple[int, int]:
 
 
 def play(cfg: PlayConfig) -> dict:
-    import pygame
-
-    from ttlab.common.config import from_dict
-    from ttlab.common.device import resolve_device
-    from ttlab.worldmodel.data.windows import to_model_frames
-    from ttlab.worldmodel.diffusion import sample_window
-    from ttlab.worldmodel.evaluate import _codec, _decode, to_uint8, write_mp4
-    from ttlab.worldmodel.train import TrainConfig, load_world_model, open_episodes
+    import pygame  # deferred on purpose: an optional extra that reads SDL_* variables when imported
 
     dev = resolve_device(cfg.device)
     wm = load_world_model(cfg.weights, dev)
     tc = from_dict(TrainConfig, wm.train_cfg)
     if wm.action_mean.shape[0] != 2:
         raise ValueError(f"play drives 2-D actions; this model was trained on {wm.action_mean.shape[0]}-D raw actions")
-    codec = _codec(wm.train_cfg, dev)
+    codec = run_codec(wm.train_cfg, dev)
+    stats = ActionStats(wm.action_mean, wm.action_std)
     src = open_episodes(tc)
     first = to_model_frames(src.frames(cfg.episode, np.array([0])))  # (1, 3, H, W)
     ctx = first[None].to(dev)
@@ -106,14 +109,14 @@ def play(cfg: PlayConfig) -> dict:
                     held.discard(ev.key)
             d = _direction(held, pygame)
             directions.append(d)
-            raw = np.tile(np.array(d, np.float32) * cfg.speed, tc.frame_interval)  # (2 * interval,)
-            a = (raw - np.tile(wm.action_mean, tc.frame_interval)) / np.tile(wm.action_std, tc.frame_interval)
-            acts = torch.cat([acts, torch.from_numpy(a.astype(np.float32)).to(dev)[None, None]], dim=1)
+            raw = np.tile(np.array(d, np.float32) * cfg.speed, (tc.frame_interval, 1))  # (interval, 2) held key
+            a = window_actions(stats.normalize(raw), 0, 2, tc.frame_interval)[1]  # (2 * interval,) as in training
+            acts = torch.cat([acts, torch.from_numpy(a).to(dev)[None, None]], dim=1)
             win = sample_window(wm.model, wm.obj, ctx[:, -keep:], acts[:, -(min(keep, ctx.shape[1]) + 1):], 1,
                                 cfg.steps, clip=1.0 if codec is None else None, generator=g)
             ctx = torch.cat([ctx, win[:, -1:]], dim=1)[:, -keep:]
             acts = acts[:, -keep:]
-            frame = to_uint8(_decode(codec, win[:, -1:])[0, 0])  # (H, W, 3)
+            frame = to_uint8(decode(codec, win[:, -1:])[0, 0])  # (H, W, 3)
             shown.append(frame)
             surf = pygame.surfarray.make_surface(np.ascontiguousarray(frame.swapaxes(0, 1)))
             screen.blit(pygame.transform.scale(surf, screen.get_size()), (0, 0))
@@ -129,8 +132,6 @@ def play(cfg: PlayConfig) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ttlab.common.config import parse_config
-
     res = play(parse_config(PlayConfig, argv=argv, prog="ttlab wm play"))
     print(json.dumps({k: v for k, v in res.items() if k != "directions"}))
     return 0

@@ -14,132 +14,34 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import TensorBoardLogger
+from lightning.pytorch.strategies import DDPStrategy
 from torch.utils.data import DataLoader, Subset
 
-from ttlab.common.checkpoint import load_checkpoint, save_checkpoint
-from ttlab.common.config import to_dict
-from ttlab.worldmodel.data.sources import detect_format
-from ttlab.worldmodel.diffusion import DiffusionConfig, Objective, sample_window
+from ttlab.common.checkpoint import atomic_write_text, save_checkpoint
+from ttlab.common.config import parse_config, to_dict
+from ttlab.common.device import resolve_device
+from ttlab.common.runs import RunDir, make_run_dir
+from ttlab.worldmodel.codecs.load import load_codec
+from ttlab.worldmodel.config import TrainConfig
+from ttlab.worldmodel.data.csgo import CSGOSource, published_split, published_windows
+from ttlab.worldmodel.data.episodes import default_cache_bytes
+from ttlab.worldmodel.data.sources import detect_format, open_source
+from ttlab.worldmodel.data.windows import WindowDataset
+from ttlab.worldmodel.diffusion import Objective, sample_window
 from ttlab.worldmodel.distributed import GlobalBatchSampler, global_draws, launched_rank
 from ttlab.worldmodel.metrics import frame_metrics
 from ttlab.worldmodel.model import NanoWM, NanoWMConfig, size_config
-
-
-@dataclass
-class TrainConfig:
-    """Train a NanoWM world model (diffusion forcing) on a dataset of episodes."""
-
-    data: str = "toy"
-    """Dataset directory (DINO-WM, LeRobot, CSGO or precomputed latents), or `toy` (moving squares)."""
-    format: str = "auto"
-    """Dataset format: auto | dino_wm | lerobot | csgo | latents."""
-    codec: str = "pixel"
-    """Latent codec: `pixel`, an in-project codec checkpoint, or a diffusers AutoencoderKL directory."""
-    num_frames: int = 4
-    """Frames per training window."""
-    frame_interval: int = 1
-    """Raw steps between kept frames (their actions are concatenated)."""
-    val_fraction: float = 0.1
-    """Fraction of episodes held out for validation (split by episode)."""
-    val_list: str = ""
-    """CSGO: a published split list (Vid2World `test_split*.txt`, one file name per line): those episodes are
-    the validation set, every other file trains (replaces val_fraction)."""
-    val_starts: str = ""
-    """CSGO, with val_list: published start indices (Vid2World `csgo_validation_start_indices*.npy`): validation
-    window i starts at raw step starts[i] of the i-th listed file in sorted path order; eval scores them all."""
-    toy_episodes: int = 64
-    """Episodes of the toy dataset (data=toy)."""
-    episode_cache: int = -1
-    """Decoded episodes each video reader (dino_wm, lerobot) keeps in memory (LRU); -1 = as many as `cache_mb`
-    holds (a dataset that fits is decoded once), 0 disables."""
-    cache_mb: float = 0.0
-    """Decode-cache budget per reader process in MiB (the main process and each DataLoader worker hold one);
-    0 = a quarter of the memory available at start, shared by the reader processes."""
-    size: str = "S/2"
-    """Model size: S/2 | B/2 | L/2 | tiny."""
-    injection: str = "additive"
-    """Action injection: additive | adaln | adaln_fuse | film | cross_attention."""
-    null_first_action: bool = True
-    """Frame 0 of every clip gets the null action (a zero embedding, as the official model does); False embeds
-    the pipeline's zeros, i.e. the mean action (the behaviour the `pusht_cpu` evidence was measured with)."""
-    patch_size: int = 0
-    """Override the size's patch side (0 keeps it)."""
-    hidden: int = 0
-    """Override the size's width (0 keeps it)."""
-    depth: int = 0
-    """Override the size's block count (0 keeps it)."""
-    heads: int = 0
-    """Override the size's head count (0 keeps it)."""
-    diffusion: DiffusionConfig = field(default_factory=DiffusionConfig)
-    """Noise process and objective."""
-    batch_size: int = 32
-    """Clips per optimizer step per device."""
-    lr: float = 1e-4
-    """Peak AdamW learning rate."""
-    weight_decay: float = 0.01
-    """AdamW weight decay."""
-    warmup_steps: int = 1000
-    """Linear warmup steps (from 0 to lr)."""
-    min_lr_ratio: float = 0.0
-    """Cosine decay floor as a fraction of lr."""
-    max_steps: int = 50_000
-    """Training budget in optimizer steps: the warmup + cosine schedule anneals to min_lr_ratio exactly here,
-    and `--resume` continues the step count towards it."""
-    max_minutes: float = 0.0
-    """Safety stop after this wall time of *this* process (0 = none; a resumed run gets it afresh). It cuts the
-    schedule short, so size max_steps to the time instead and keep this as a guard."""
-    grad_clip: float = 1.0
-    """Gradient norm clip (0 disables)."""
-    ema_decay: float = 0.9999
-    """EMA decay (with the usual (1+n)/(10+n) warmup)."""
-    precision: str = "auto"
-    """Lightning precision: auto (bf16-mixed on CUDA, 32-true on CPU) | bf16-mixed | 16-mixed | 32-true."""
-    device: str = "auto"
-    """auto | cpu | cuda."""
-    devices: int = 1
-    """Processes per node: GPUs, or CPU processes with device=cpu (DDP when devices or num_nodes > 1; gloo on
-    CPU, NCCL on GPUs). batch_size is per process: the global batch is batch_size x devices x num_nodes."""
-    num_nodes: int = 1
-    """Nodes for multi-node DDP (launch one `ttlab wm train` per node with the same --run-name; see README)."""
-    rank_invariant: bool = True
-    """Each step's global batch of clips and its noise are a function of (seed, step) and each process takes
-    its slice, so N processes of batch b give the loss curve of 1 process of batch N b. False: PyTorch
-    shuffling, DistributedSampler shards and the global RNG (what `pusht_cpu` was measured with)."""
-    num_workers: int = 2
-    """DataLoader worker processes."""
-    n_ctx: int = 1
-    """Context frames for validation sampling (the rest are predicted)."""
-    sample_steps: int = 20
-    """Sampling steps for validation predictions."""
-    sample_mode: str = "full_sequence"
-    """Scheduling matrix for validation sampling: full_sequence | pyramid | sequential."""
-    val_every: int = 1000
-    """Validate every N optimizer steps."""
-    val_samples: int = 64
-    """Size of the fixed, seeded validation subset."""
-    ckpt_every: int = 1000
-    """Save step checkpoints and weights_latest every N steps."""
-    log_every: int = 50
-    """Log training scalars every N steps."""
-    seed: int = 0
-    """Seed for data split, init and validation noise."""
-    run_name: str = ""
-    """Run directory name under runs/wm (default: a timestamp)."""
-    root: str = "runs"
-    """Root of run directories."""
-    resume: bool = False
-    """Continue the run in runs/wm/<run_name> from its last.ckpt."""
-    progress_bar: bool = True
-    """Show Lightning's progress bar."""
-    cpu_threads: int = 0
-    """torch intra-op threads on CPU (0 = torch's default; 1 avoids thrashing tiny models on busy cores)."""
+from ttlab.worldmodel.presets import TRAIN_PRESETS
+from ttlab.worldmodel.toy import moving_square_source
 
 
 def warmup_cosine(step: int, warmup: int, total: int, min_ratio: float = 0.0) -> float:
@@ -157,14 +59,13 @@ def build_model_config(cfg: TrainConfig, frame_shape: tuple[int, ...], action_di
     over = {k: v for k, v in (("patch_size", cfg.patch_size), ("hidden", cfg.hidden), ("depth", cfg.depth),
                               ("heads", cfg.heads)) if v}
     return size_config(cfg.size, input_size=H, in_channels=C, action_dim=action_dim, injection=cfg.injection,
-                       max_frames=max(64, cfg.num_frames), null_first_action=cfg.null_first_action, **over)
+                       max_frames=max(64, cfg.num_frames), null_first_action=cfg.null_first_action,
+                       cond_channels=C if cfg.diffusion.delta else 0, **over)
 
 
 def cache_bytes(cfg: TrainConfig) -> int:
     """The decode-cache budget of one reader process: `cache_mb`, or a quarter of the available memory shared
     by the reader processes (DataLoader workers, or the main process when there are none)."""
-    from ttlab.worldmodel.data.episodes import default_cache_bytes
-
     if cfg.cache_mb < 0:
         raise ValueError(f"--cache-mb {cfg.cache_mb}: must be >= 0 (0 = from the available memory)")
     return int(cfg.cache_mb * 2**20) if cfg.cache_mb > 0 else default_cache_bytes(max(cfg.num_workers, 1))
@@ -172,19 +73,13 @@ def cache_bytes(cfg: TrainConfig) -> int:
 
 def open_episodes(cfg: TrainConfig):
     if cfg.data == "toy":
-        from ttlab.worldmodel.toy import moving_square_source
-
         return moving_square_source(cfg.toy_episodes, seed=cfg.seed)
-    from ttlab.worldmodel.data.sources import detect_format, open_source
-
     kind = detect_format(cfg.data) if cfg.format == "auto" else cfg.format
     kw = {"cache": cfg.episode_cache, "cache_bytes": cache_bytes(cfg)} if kind in ("dino_wm", "lerobot") else {}
     return open_source(cfg.data, kind, **kw)
 
 
 def build_datasets(cfg: TrainConfig, stats_path: Path | None, codec=None):
-    from ttlab.worldmodel.data.windows import WindowDataset
-
     src = open_episodes(cfg)
     enc = codec if (codec is not None and not src.is_latent and cfg.codec != "pixel") else None
     kw = dict(num_frames=cfg.num_frames, frame_interval=cfg.frame_interval, val_fraction=cfg.val_fraction,
@@ -198,9 +93,6 @@ def build_datasets(cfg: TrainConfig, stats_path: Path | None, codec=None):
 
 def published_datasets(cfg: TrainConfig, src, stats_path: Path | None, kw: dict):
     """Train/val from a published CSGO split list (and fixed start indices when given)."""
-    from ttlab.worldmodel.data.csgo import CSGOSource, published_split, published_windows
-    from ttlab.worldmodel.data.windows import WindowDataset
-
     if not cfg.val_list:
         raise ValueError("--val-starts needs --val-list (the start indices pair with the listed files)")
     if not isinstance(src, CSGOSource):
@@ -271,6 +163,8 @@ class WorldModelModule(L.LightningModule):
         opt = torch.optim.AdamW([{"params": decay, "weight_decay": c.weight_decay},
                                  {"params": no_decay, "weight_decay": 0.0}], lr=c.lr, betas=(0.9, 0.99),
                                 fused=torch.cuda.is_available())
+        if c.budget_minutes > 0:  # the LR is set from the elapsed time by `TimeBudget`
+            return opt
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: warmup_cosine(s, c.warmup_steps, c.max_steps, c.min_lr_ratio))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
@@ -306,6 +200,39 @@ class WorldModelModule(L.LightningModule):
             "train_cfg": to_dict(self.cfg), "step": int(self.global_step),
             "action_stats": {"mean": action_stats.mean.tolist(), "std": action_stats.std.tolist()},
         })
+
+
+class TimeBudget(L.Callback):
+    """`budget_minutes`: the LR follows warmup (by step) then a cosine over the elapsed fraction of the budget,
+    and training stops when the budget is spent. The elapsed time is part of the checkpoint, so `--resume`
+    continues the same schedule."""
+
+    def __init__(self, minutes: float, warmup_steps: int, min_ratio: float):
+        self.seconds, self.warmup, self.min_ratio = minutes * 60.0, warmup_steps, min_ratio
+        self.elapsed, self.t_last = 0.0, None
+
+    def state_dict(self) -> dict:
+        return {"elapsed": self.elapsed}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.elapsed = float(state["elapsed"])
+
+    def on_train_batch_start(self, trainer, module, batch, idx) -> None:
+        now = time.perf_counter()
+        if self.t_last is not None:
+            self.elapsed += now - self.t_last
+        self.t_last = now
+        step = trainer.global_step
+        frac = min(1.0, self.elapsed / self.seconds)
+        mult = (step + 1) / self.warmup if step < self.warmup else \
+            self.min_ratio + (1 - self.min_ratio) * 0.5 * (1 + math.cos(math.pi * frac))
+        for opt in trainer.optimizers:
+            for g in opt.param_groups:
+                g["lr"] = module.cfg.lr * mult
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, idx) -> None:
+        if self.elapsed + (time.perf_counter() - self.t_last) >= self.seconds:
+            trainer.should_stop = True
 
 
 class WallClockGuard(L.Callback):
@@ -348,11 +275,6 @@ def resolve_precision(cfg: TrainConfig, accelerator: str) -> str:
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Run (or resume) training; returns a summary with the run dir and final validation metrics."""
-    from lightning.pytorch.callbacks import ModelCheckpoint
-    from lightning.pytorch.loggers import TensorBoardLogger
-
-    from ttlab.common.device import resolve_device
-
     dev = resolve_device(cfg.device)
     if cfg.cpu_threads > 0 and dev.type == "cpu":
         torch.set_num_threads(cfg.cpu_threads)
@@ -361,8 +283,6 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         detect_format(cfg.data)  # a missing or unreadable dataset fails here, before any run directory exists
     codec = None
     if cfg.codec != "pixel":
-        from ttlab.worldmodel.codecs.base import load_codec
-
         codec = load_codec(cfg.codec, "cpu").requires_grad_(False)
     run = open_run_dir(cfg)
     stats = run.file("action_stats.json")
@@ -387,6 +307,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     ckpt = ModelCheckpoint(dirpath=run.checkpoints, filename="{step}", every_n_train_steps=cfg.ckpt_every,
                            save_top_k=-1, save_last=True)
     guard = WallClockGuard(cfg.max_minutes) if cfg.max_minutes > 0 else None
+    budget = TimeBudget(cfg.budget_minutes, cfg.warmup_steps, cfg.min_lr_ratio) if cfg.budget_minutes > 0 else None
     trainer = L.Trainer(
         accelerator=accel, devices=cfg.devices, num_nodes=cfg.num_nodes, strategy=ddp_strategy(cfg, accel),
         use_distributed_sampler=not cfg.rank_invariant,
@@ -394,7 +315,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         gradient_clip_val=cfg.grad_clip or None, val_check_interval=cfg.val_every, check_val_every_n_epoch=None,
         logger=TensorBoardLogger(str(run.path), name="tb", version=""), callbacks=[
             ckpt, ExportWeights(run.checkpoints / "weights_latest", cfg.ckpt_every, train_ds.action_stats),
-            *([guard] if guard else [])],
+            *([guard] if guard else []), *([budget] if budget else [])],
         log_every_n_steps=cfg.log_every, enable_progress_bar=cfg.progress_bar, num_sanity_val_steps=0,
         enable_model_summary=False)
     last = run.checkpoints / "last.ckpt"
@@ -404,8 +325,6 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     secs = time.perf_counter() - t0
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     if trainer.is_global_zero:
-        from ttlab.common.checkpoint import atomic_write_text
-
         atomic_write_text(run.path / "loss_curve.json", json.dumps(
             {"world_size": trainer.world_size, "batch_per_process": cfg.batch_size,
              "global_batch": cfg.batch_size * trainer.world_size, "steps_losses": module.loss_curve}) + "\n")
@@ -422,8 +341,6 @@ def open_run_dir(cfg: TrainConfig):
     """Rank 0 makes (or, with --resume, reopens) the run directory; the other DDP processes write into the same
     one: the one rank 0 exported (processes Lightning launches on this node), or runs/wm/<run_name> (other
     nodes, which need an explicit --run-name)."""
-    from ttlab.common.runs import RunDir, make_run_dir
-
     if launched_rank() == 0:
         return make_run_dir("wm", cfg, cfg.run_name or None, cfg.root, cfg.resume)
     if os.environ.get(RUN_DIR_ENV):
@@ -439,42 +356,10 @@ def ddp_strategy(cfg: TrainConfig, accel: str):
         raise ValueError(f"--devices {cfg.devices} --num-nodes {cfg.num_nodes}: both must be >= 1")
     if cfg.devices * cfg.num_nodes == 1:
         return "auto"
-    from lightning.pytorch.strategies import DDPStrategy
-
     return DDPStrategy(process_group_backend="gloo" if accel == "cpu" else "nccl")
 
 
-@dataclass
-class LoadedWorldModel:
-    model: NanoWM
-    obj: Objective
-    train_cfg: dict
-    action_mean: np.ndarray
-    action_std: np.ndarray
-    step: int
-
-
-def load_world_model(path: str | Path, device: str | torch.device = "cpu", ema: bool = True) -> LoadedWorldModel:
-    """Rebuild a trained model from `weights_latest` (or any weights export) of a run."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "checkpoints" / "weights_latest" if (p / "checkpoints").is_dir() else p / "weights_latest"
-    state = load_checkpoint(p, map_location=device)
-    mc = dict(state["model_cfg"])
-    mc.setdefault("null_first_action", False)  # weights saved before the option embedded frame 0's zeros
-    model = NanoWM(NanoWMConfig(**mc)).to(device)
-    model.load_state_dict(state["ema" if ema else "model"])
-    tc = state["train_cfg"]
-    obj = Objective(DiffusionConfig(**tc["diffusion"]), device)
-    st = state["action_stats"]
-    return LoadedWorldModel(model.eval(), obj, tc, np.asarray(st["mean"], np.float32), np.asarray(st["std"], np.float32),
-                            int(state["step"]))
-
-
 def main(argv: list[str] | None = None) -> int:
-    from ttlab.common.config import parse_config
-    from ttlab.worldmodel.presets import TRAIN_PRESETS
-
     cfg = parse_config(TrainConfig, TRAIN_PRESETS, argv, prog="ttlab wm train")
     out = train(cfg)
     if launched_rank() == 0:

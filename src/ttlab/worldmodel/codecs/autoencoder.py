@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ttlab.common.checkpoint import load_checkpoint, save_checkpoint
 from ttlab.worldmodel.codecs.base import Codec
 
 
@@ -83,15 +84,11 @@ class KLAutoencoder(Codec):
         return l1 + mse + kl_weight * kl, {"loss/mse": mse.detach(), "loss/l1": l1.detach(), "loss/kl": kl.detach()}
 
     def save(self, stem: str | Path) -> Path:
-        from ttlab.common.checkpoint import save_checkpoint
-
         return save_checkpoint(stem, {"kind": "ttlab-kl-ae", "config": asdict(self.cfg), "scale": self.scale,
                                       "model": self.state_dict()})
 
     @classmethod
     def load(cls, stem: str | Path) -> KLAutoencoder:
-        from ttlab.common.checkpoint import load_checkpoint
-
         state = load_checkpoint(stem)
         if state.get("kind") != "ttlab-kl-ae":
             raise ValueError(f"{stem}: not an in-project autoencoder checkpoint (kind={state.get('kind')!r})")

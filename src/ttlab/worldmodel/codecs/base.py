@@ -1,4 +1,4 @@
-"""The codec interface and the loader that picks a codec from a spec string.
+"""The codec interface (and the identity codec); `codecs/load.py` picks a codec from a spec string.
 
 A codec maps images (B, 3, H, W) in [-1, 1] to latents (B, C', h, w) and back. `encode` returns latents
 already multiplied by `scale` (so they have roughly unit variance, as a diffusion model wants) and
@@ -6,8 +6,6 @@ already multiplied by `scale` (so they have roughly unit variance, as a diffusio
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import torch
 from torch import nn
@@ -41,23 +39,3 @@ class PixelCodec(Codec):
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
         return z
-
-
-def load_codec(spec: str | Path, device: str | torch.device = "cpu") -> Codec:
-    """`pixel`; a checkpoint of the in-project autoencoder (`.../codec` stem, `.json` or `.safetensors`);
-    or a diffusers AutoencoderKL directory (config.json + diffusion_pytorch_model.safetensors)."""
-    s = str(spec)
-    if s == "pixel":
-        return PixelCodec().to(device)
-    p = Path(s)
-    if p.is_dir() and (p / "config.json").exists():
-        from ttlab.worldmodel.codecs.diffusers_vae import DiffusersVAECodec
-
-        return DiffusersVAECodec.from_dir(p).to(device).eval()
-    stem = Path(s.removesuffix(".json").removesuffix(".safetensors"))
-    if stem.with_name(stem.name + ".json").exists():
-        from ttlab.worldmodel.codecs.autoencoder import KLAutoencoder
-
-        return KLAutoencoder.load(stem).to(device).eval()
-    raise FileNotFoundError(f"codec {s!r}: not 'pixel', not a diffusers AutoencoderKL directory with config.json, "
-                            f"and no in-project codec checkpoint {stem}.json")

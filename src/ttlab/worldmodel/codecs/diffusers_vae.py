@@ -30,7 +30,7 @@ class DiffusersVAECodec(Codec):
 
     @classmethod
     def from_dir(cls, path: str | Path, scale: float | None = None) -> DiffusersVAECodec:
-        from diffusers import AutoencoderKL
+        from diffusers import AutoencoderKL  # deferred on purpose: a heavy optional dependency
 
         path = Path(path)
         if not (path / "config.json").exists():

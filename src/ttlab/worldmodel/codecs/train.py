@@ -17,7 +17,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ttlab.common.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from ttlab.common.config import parse_config
+from ttlab.common.device import resolve_device, seed_everything
+from ttlab.common.logging import Logger, progress
+from ttlab.common.runs import make_run_dir
+from ttlab.worldmodel.codecs.autoencoder import AEConfig, KLAutoencoder, psnr
+from ttlab.worldmodel.data.episodes import DataError, drop_bad
+from ttlab.worldmodel.data.sources import open_source
+from ttlab.worldmodel.data.windows import split_episodes, to_model_frames
 
 
 @dataclass
@@ -83,14 +91,6 @@ def collect_frames(source, episodes: np.ndarray, max_frames: int) -> np.ndarray:
 
 
 def train_codec(cfg: CodecTrainConfig, show_progress: bool | None = None) -> dict:
-    from ttlab.common.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
-    from ttlab.common.device import resolve_device, seed_everything
-    from ttlab.common.logging import Logger, progress
-    from ttlab.common.runs import make_run_dir
-    from ttlab.worldmodel.codecs.autoencoder import AEConfig, KLAutoencoder, psnr
-    from ttlab.worldmodel.data.episodes import drop_bad
-    from ttlab.worldmodel.data.sources import open_source
-    from ttlab.worldmodel.data.windows import split_episodes, to_model_frames
 
     seed_everything(cfg.seed)
     device = resolve_device(cfg.device)
@@ -166,7 +166,6 @@ def train_codec(cfg: CodecTrainConfig, show_progress: bool | None = None) -> dic
 
 def main(argv: list[str]) -> int:
     cfg = parse_config(CodecTrainConfig, presets(), argv, prog="ttlab wm train-codec")
-    from ttlab.worldmodel.data.episodes import DataError
 
     try:
         out = train_codec(cfg)

@@ -11,7 +11,9 @@ import numpy as np
 
 from ttlab.common.cli import dispatch
 from ttlab.common.config import parse_config
-from ttlab.worldmodel.data.episodes import DataError
+from ttlab.worldmodel.data.episodes import DataError, drop_bad
+from ttlab.worldmodel.data.pusht import PushTConfig, generate_pusht
+from ttlab.worldmodel.data.sources import detect_format, open_source
 
 
 @dataclass
@@ -26,7 +28,6 @@ class DatasetConfig:
 
 def describe(path: Path, format: str = "auto") -> dict:
     """Format, episode count and lengths, action width and frame shape of a dataset."""
-    from ttlab.worldmodel.data.sources import detect_format, open_source
 
     src = open_source(path, format)
     lengths = np.array([src.length(e) for e in range(len(src))])
@@ -52,8 +53,6 @@ def info_main(argv: list[str]) -> int:
 
 
 def check_main(argv: list[str]) -> int:
-    from ttlab.worldmodel.data.episodes import drop_bad
-    from ttlab.worldmodel.data.sources import open_source
 
     cfg = parse_config(DatasetConfig, argv=argv, prog="ttlab wm data check")
     try:
@@ -67,12 +66,11 @@ def check_main(argv: list[str]) -> int:
 
 
 def pusht_main(argv: list[str]) -> int:
-    from ttlab.worldmodel.data.pusht import PushTConfig, generate_pusht
 
     cfg = parse_config(PushTConfig, argv=argv, prog="ttlab wm data pusht")
     try:
         out = generate_pusht(cfg.out, cfg.episodes, cfg.resolution, cfg.max_steps, cfg.workers, cfg.seed,
-                             crf=cfg.crf, overwrite=cfg.overwrite)
+                             crf=cfg.crf, overwrite=cfg.overwrite, pusher=cfg.pusher)
     except (FileExistsError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

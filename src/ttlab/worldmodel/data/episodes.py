@@ -18,6 +18,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ttlab.common.logging import progress
+
 
 class DataError(ValueError):
     """Bad or missing data. The message reads `episode E: PATH: problem` (each part when known)."""
@@ -263,7 +265,6 @@ def drop_bad(source: EpisodeSource, skip_bad: bool = True,
     With `skip_bad=False` the first bad episode raises its `DataError` (naming episode and file).
     Skipped episodes are counted on stderr; a dataset with no good episode is an error.
     """
-    from ttlab.common.logging import progress
 
     keep: list[int] = []
     errors: list[str] = []

@@ -16,7 +16,6 @@ as they are.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,8 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
+from ttlab.common.checkpoint import atomic_write_text
+from ttlab.common.logging import progress
 from ttlab.worldmodel.data.episodes import BaseSource, DataError, EpisodeSource
+from ttlab.worldmodel.data.windows import _codec_device, to_model_frames
 
 FORMAT = "ttlab-latents"
 META = "latents.json"
@@ -134,13 +138,6 @@ def encode_source(source: EpisodeSource, codec: Any, out: str | Path, codec_spec
     device. `size > 0` resizes frames to size x size (antialiased bilinear) first. `codec_spec` is
     recorded so a trainer can load the same codec to decode.
     """
-    import torch
-    import torch.nn.functional as F
-
-    from ttlab.common.checkpoint import atomic_write_text
-    from ttlab.common.logging import progress
-    from ttlab.worldmodel.data.windows import _codec_device, to_model_frames
-
     if source.is_latent:
         raise DataError("the source is already latent")
     if dtype not in DTYPES:
@@ -192,58 +189,3 @@ def encode_source(source: EpisodeSource, codec: Any, out: str | Path, codec_spec
     summary.update({"out": str(out), "seconds": secs, "frames_per_s": total / max(secs, 1e-9),
                     "bytes": int((out / "latents.npy").stat().st_size)})
     return summary
-
-
-@dataclass
-class EncodeConfig:
-    """Precompute codec latents of a dataset to disk, for training on latents (`--format latents`)."""
-
-    data: Path = Path("runs/data/pusht64")
-    """dataset directory (DINO-WM, LeRobot or CSGO)"""
-    format: str = "auto"
-    """dataset format: auto, dino_wm, lerobot, csgo"""
-    codec: str = ""
-    """codec: an in-project codec checkpoint (`ttlab wm train-codec`), a diffusers AutoencoderKL directory, or pixel"""
-    out: Path = Path("runs/data/pusht_latents")
-    """output directory of the latent dataset"""
-    batch_size: int = 64
-    """frames per codec call"""
-    dtype: str = "float16"
-    """storage dtype of the latents: float16 or float32"""
-    size: int = 0
-    """resize frames to size x size before encoding (0 keeps them; NanoWM needs square frames)"""
-    device: str = "auto"
-    """auto, cpu or cuda"""
-    skip_bad: bool = False
-    """skip bad episodes (and report how many) instead of stopping at the first"""
-    overwrite: bool = False
-    """replace an existing latent dataset at --out"""
-
-
-def main(argv: list[str] | None = None) -> int:
-    from ttlab.common.config import ConfigError, parse_config
-
-    cfg = parse_config(EncodeConfig, argv=argv, prog="ttlab wm encode")
-    from ttlab.common.device import resolve_device
-    from ttlab.worldmodel.codecs.base import load_codec
-    from ttlab.worldmodel.data.episodes import drop_bad
-    from ttlab.worldmodel.data.sources import open_source
-
-    try:
-        if not cfg.codec:
-            raise ConfigError("--codec is required (a codec checkpoint, a diffusers VAE directory, or pixel)")
-        if cfg.dtype not in DTYPES:
-            raise ConfigError(f"--dtype must be one of {DTYPES}, got {cfg.dtype!r}")
-        src = open_source(cfg.data, cfg.format)
-        skipped: list[str] = []
-        if cfg.skip_bad:
-            src, skipped = drop_bad(src, skip_bad=True)
-        codec = load_codec(cfg.codec, resolve_device(cfg.device)).requires_grad_(False).eval()
-        out = encode_source(src, codec, cfg.out, cfg.codec, cfg.batch_size, cfg.dtype, cfg.size,
-                            overwrite=cfg.overwrite)
-    except (DataError, ConfigError, FileExistsError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    out["skipped"] = len(skipped)
-    print(json.dumps(out))
-    return 0

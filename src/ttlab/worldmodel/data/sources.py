@@ -5,7 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ttlab.worldmodel.data.csgo import CSGOSource
+from ttlab.worldmodel.data.dino_wm import DinoWMSource
 from ttlab.worldmodel.data.episodes import DataError, EpisodeSource
+from ttlab.worldmodel.data.latents import LatentSource
+from ttlab.worldmodel.data.lerobot import LeRobotSource
 
 FORMATS = ("auto", "dino_wm", "lerobot", "csgo", "latents")
 
@@ -35,17 +39,9 @@ def open_source(path: str | Path, format: str = "auto", **kwargs: Any) -> Episod
         raise DataError(f"unknown dataset format {format!r}; one of {', '.join(FORMATS)}")
     kind = detect_format(path) if format == "auto" else format
     if kind == "dino_wm":
-        from ttlab.worldmodel.data.dino_wm import DinoWMSource
-
         return DinoWMSource(path, **kwargs)
     if kind == "lerobot":
-        from ttlab.worldmodel.data.lerobot import LeRobotSource
-
         return LeRobotSource(path, **kwargs)
     if kind == "csgo":
-        from ttlab.worldmodel.data.csgo import CSGOSource
-
         return CSGOSource(path, **kwargs)
-    from ttlab.worldmodel.data.latents import LatentSource
-
     return LatentSource(path, **kwargs)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ttlab.common.checkpoint import atomic_write_text
 from ttlab.worldmodel.data.episodes import DataError, EpisodeSource
 
 SPLITS = ("train", "val", "all")
@@ -60,7 +61,6 @@ class ActionStats:
         return (actions * self.std + self.mean).astype(np.float32)
 
     def save(self, path: str | Path) -> None:
-        from ttlab.common.checkpoint import atomic_write_text
 
         atomic_write_text(Path(path), json.dumps({"mean": self.mean.tolist(), "std": self.std.tolist(),
                                                   "count": int(self.count)}, indent=2) + "\n")

@@ -2,6 +2,6 @@
 
 from ttlab.worldmodel.diffusion.objective import DiffusionConfig, Objective
 from ttlab.worldmodel.diffusion.rollout import rollout
-from ttlab.worldmodel.diffusion.samplers import sample_window, scheduling_matrix
+from ttlab.worldmodel.diffusion.samplers import SamplerConfig, sample_window, scheduling_matrix
 
-__all__ = ["DiffusionConfig", "Objective", "rollout", "sample_window", "scheduling_matrix"]
+__all__ = ["DiffusionConfig", "Objective", "SamplerConfig", "rollout", "sample_window", "scheduling_matrix"]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ttlab.worldmodel.diffusion import targets as tg
+import ttlab.worldmodel.diffusion.targets as tg
 from ttlab.worldmodel.diffusion.schedules import NoiseSchedule
 from ttlab.worldmodel.diffusion.timesteps import levels_to_timesteps, sample_levels
 
@@ -50,6 +50,13 @@ class DiffusionConfig:
     """x target only: the model predicts the change from the last clean context frame (x0 = anchor + output),
     so copying the last frame is the zero function and the model learns only what moves. Needs every clip
     to start clean (clean_context_prob = 1)."""
+    delta: bool = False
+    """Any target: the process runs on the change from the last clean context frame, y = delta_scale (x -
+    anchor), and the model sees the anchor as extra input channels (its `cond_channels`). Sampling starts
+    from noise in y and returns anchor + y / delta_scale, so copying the last frame is y = 0 and earlier
+    context frames enter as their (clean) change from it. Needs every clip to start clean."""
+    delta_scale: float = 1.0
+    """Multiplier on the change before noising (the change is sparse and small; > 1 raises its SNR)."""
 
     def __post_init__(self) -> None:
         tg.check_target(self.target)
@@ -61,6 +68,9 @@ class DiffusionConfig:
             raise ValueError(f"diffusion: residual=True needs target='x' and clean_context_prob=1.0 (the change is "
                              f"taken from the last clean context frame), got target={self.target!r}, "
                              f"clean_context_prob={self.clean_context_prob}")
+        if self.delta and (self.residual or self.clean_context_prob != 1.0 or self.delta_scale <= 0):
+            raise ValueError(f"diffusion: delta=True needs clean_context_prob=1.0, residual=False and delta_scale > 0, "
+                             f"got {self.clean_context_prob}, {self.residual}, {self.delta_scale}")
         if self.target == "eps" and self.zero_terminal_snr:
             raise ValueError("diffusion: target=eps with zero_terminal_snr=True is degenerate at t=T-1 "
                              "(x0 = (x_t - eps)/0); use --diffusion.zero-terminal-snr False for eps")
@@ -155,13 +165,26 @@ class Objective:
     def predict(self, model, x_t: torch.Tensor, level: torch.Tensor, actions: torch.Tensor,
                 anchor: torch.Tensor | None) -> torch.Tensor:
         """The model's prediction of the target at x_t; with `residual`, anchor (B, 1, C, H, W) (the last clean
-        context frame) + the model's output, so the result is always in the target's own space."""
+        context frame) + the model's output, so the result is always in the target's own space; with `delta`,
+        x_t is in change space and the anchor goes to the model as conditioning channels."""
+        if self.cfg.delta:
+            if anchor is None:
+                raise ValueError("delta objective: an anchor frame (the last clean context frame) is required")
+            return model(x_t, self.model_time(level), actions, cond=anchor[:, 0])
         pred = model(x_t, self.model_time(level), actions)
         if self.cfg.residual:
             if anchor is None:
                 raise ValueError("residual objective: an anchor frame (the last clean context frame) is required")
             pred = pred.float() + anchor.float()  # fp32: a bf16 anchor would lose the copy's exactness
         return pred
+
+    def to_delta(self, x: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
+        """Frames (B, F, C, H, W) -> the process's space: the scaled change from anchor (B, 1, C, H, W) with
+        `delta`, else unchanged."""
+        return (x - anchor) * self.cfg.delta_scale if self.cfg.delta else x
+
+    def from_delta(self, y: torch.Tensor, anchor: torch.Tensor) -> torch.Tensor:
+        return anchor + y / self.cfg.delta_scale if self.cfg.delta else y
 
     def draw(self, batch: int, frames: int, shape: tuple[int, ...], device, generator=None,
              dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
@@ -181,11 +204,12 @@ class Objective:
         ctx = d["ctx"]
         level = torch.where(ctx, self.clean_level(d["level"]), d["level"])
         eps = d["eps"].to(x0.dtype)
-        x_t = self.noised(x0, eps, level)  # (B, F, C, H, W)
         anchor = None
-        if self.cfg.residual:  # every clip starts clean (checked in the config): its last clean frame
+        if self.cfg.residual or self.cfg.delta:  # every clip starts clean (checked in the config): its last clean frame
             last = (ctx.sum(1) - 1).clamp(min=0)  # (B,)
             anchor = x0[torch.arange(B, device=x0.device), last][:, None]  # (B, 1, C, H, W)
+            x0 = self.to_delta(x0, anchor)  # (B, F, C, H, W) the change, with `delta`
+        x_t = self.noised(x0, eps, level)  # (B, F, C, H, W)
         pred = self.predict(model, x_t, level, actions, anchor)
         mse = (pred.float() - self.target(x0, eps, level).float()).pow(2).mean(dim=(2, 3, 4))  # (B, F)
         snr = torch.zeros_like(mse) if self.flow else self.schedule.snr(level)

@@ -24,12 +24,38 @@ frame and history frames re-noised to level 0.02 (2% of the way to pure noise: t
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import torch
 
 from ttlab.worldmodel.diffusion.objective import Objective
 
 MODES = ("full_sequence", "pyramid", "sequential")
 OFFICIAL_SAMPLER = {"mode": "sequential", "n_steps": 250, "history_noise": 0.02}
+
+
+@dataclass
+class SamplerConfig:
+    """How frames are sampled (shared by `ttlab wm eval` and `ttlab wm rollout`)."""
+
+    steps: int = 0
+    """Sampling steps per frame (0 = the run's own `sample_steps`, the sampler its training matches)."""
+    mode: str = "full_sequence"
+    """Scheduling matrix: full_sequence | pyramid | sequential."""
+    history_noise: float = 0.0
+    """History-stabilisation noise level of context frames (fraction of the way to pure noise)."""
+    eta: float = 0.0
+    """DDIM stochasticity (0 = deterministic DDIM, 1 = DDPM posterior noise; v/x/eps targets only)."""
+    official_sampler: bool = False
+    """The official code's default sampler: sequential scheduling, 250 steps, history noise 0.02 (overrides
+    steps, mode and history_noise)."""
+
+    def resolve(self, run_steps: int) -> SamplerConfig:
+        """The sampler to run: the official default when asked for, else `steps` 0 -> the run's `run_steps`."""
+        if self.official_sampler:
+            o = OFFICIAL_SAMPLER
+            return replace(self, steps=o["n_steps"], mode=o["mode"], history_noise=o["history_noise"])
+        return replace(self, steps=self.steps if self.steps > 0 else run_steps)
 
 
 def scheduling_matrix(mode: str, n_steps: int, n_frames: int) -> torch.Tensor:
@@ -79,6 +105,9 @@ def sample_window(model, obj: Objective, context: torch.Tensor, actions: torch.T
         raise ValueError(f"sample_window: eta={eta}: stochastic DDIM needs eta >= 0 and a DDPM target (v, x, eps), "
                          f"not {obj.cfg.target!r}" if eta > 0 else f"sample_window: eta={eta} must be >= 0")
     dev = context.device
+    anchor, given = context[:, -1:], context  # anchor (B, 1, C, H, W): the last context frame
+    if obj.cfg.delta:  # run the process on the change from the anchor; map back at the end
+        context = obj.to_delta(context, anchor)
     M = scheduling_matrix(mode, n_steps, n_gen).to(dev)  # (R, n_gen)
     shape = (B, Fr, *context.shape[2:])
     x = torch.randn(shape, generator=generator, device=dev, dtype=context.dtype)  # (B, F, C, H, W)
@@ -98,10 +127,10 @@ def sample_window(model, obj: Objective, context: torch.Tensor, actions: torch.T
         x_in = torch.where(cm, hist_x, x)
         lvl_in = torch.where(is_clean, hist_level, lvl_now)
         with torch.autocast(dev.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
-            pred = obj.predict(model, x_in, lvl_in, actions, context[:, -1:])
+            pred = obj.predict(model, x_in, lvl_in, actions, anchor)
         x0, eps = obj.x0_eps(pred.float().to(x.dtype), x_in, lvl_in)
         if clip is not None:
-            x0 = x0.clamp(-clip, clip)
+            x0 = obj.to_delta(obj.from_delta(x0, anchor).clamp(-clip, clip), anchor)
         if eta > 0:
             ab, ab_next = (obj._bcast(obj.schedule.abar_at(v), x) for v in (lvl_in, lvl_next))
             z = torch.randn(x.shape, generator=generator, device=dev, dtype=x.dtype)
@@ -113,5 +142,6 @@ def sample_window(model, obj: Objective, context: torch.Tensor, actions: torch.T
         done = moving & (m_next == 0)
         clean = torch.where(done[:, :, None, None, None], x0, clean)
         is_clean = is_clean | done
-    clean[:, :Fc] = context
-    return clean
+    out = obj.from_delta(clean, anchor)
+    out[:, :Fc] = given  # exactly the context given
+    return out

@@ -49,6 +49,9 @@ class NanoWMConfig:
     """Longest clip the temporal RoPE table covers."""
     causal: bool = True
     """Frame-causal temporal attention."""
+    cond_channels: int = 0
+    """Channels of a conditioning image concatenated to every frame's input (the last context frame, when the
+    diffusion runs on the change from it); the output keeps `in_channels`."""
     null_first_action: bool = True
     """Frame 0's action embedding is exactly zero (the official model's null action: nothing led to the first
     frame of a clip), whatever `actions[:, 0]` holds. False embeds `actions[:, 0]` as given (the data
@@ -87,6 +90,19 @@ class SwiGLU(nn.Module):
         return self.w3(F.silu(self.w1(x)) * self.w2(x))
 
 
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v over (N, h, L, d). On CPU written out as two batched matmuls and a float32
+    softmax: PyTorch's CPU flash-attention backward is several times slower at these short sequences (L = 64
+    patches or a few frames); elsewhere the fused kernel."""
+    if q.device.type != "cpu":
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    s = (q @ k.transpose(-2, -1)).float() * q.shape[-1] ** -0.5  # (N, h, L, L)
+    if causal:
+        L = q.shape[-2]
+        s = s.masked_fill(torch.ones(L, L, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return s.softmax(-1).to(v.dtype) @ v  # (N, h, L, d)
+
+
 class Attention(nn.Module):
     """Self-attention over the L axis of x (B, G, L, D), with QK RMSNorm and RoPE."""
 
@@ -102,9 +118,10 @@ class Attention(nn.Module):
         B, G, L, D = x.shape
         qkv = self.qkv(x).reshape(B * G, L, 3, self.heads, D // self.heads)  # (BG, L, 3, h, hd)
         q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # (BG, h, L, hd) each
-        q = apply_rope(self.q_norm(q), *rope)
-        k = apply_rope(self.k_norm(k), *rope)
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)  # (BG, h, L, hd)
+        hd = (D // self.heads,)  # QK RMSNorm in the activations' dtype (bf16 under autocast: the fused kernel)
+        q = apply_rope(F.rms_norm(q, hd, self.q_norm.weight.to(q.dtype), self.q_norm.eps), *rope)
+        k = apply_rope(F.rms_norm(k, hd, self.k_norm.weight.to(k.dtype), self.k_norm.eps), *rope)
+        o = attention(q, k, v, causal)  # (BG, h, L, hd)
         return self.proj(o.transpose(1, 2).reshape(B, G, L, D))  # (B, G, L, D)
 
 
@@ -167,7 +184,7 @@ class NanoWM(nn.Module):
         super().__init__()
         self.cfg = cfg
         D, p = cfg.hidden, cfg.patch_size
-        self.patch = nn.Conv2d(cfg.in_channels, D, kernel_size=p, stride=p)
+        self.patch = nn.Conv2d(cfg.in_channels + cfg.cond_channels, D, kernel_size=p, stride=p)
         self.pos_embed = nn.Parameter(torch.zeros(1, 1, cfg.tokens_per_frame, D))
         self.t_embed = TimestepEmbedder(D)
         self.a_embed = ActionEmbedder(cfg.action_dim, D)
@@ -204,7 +221,8 @@ class NanoWM(nn.Module):
             nn.init.zeros_(lin.weight)
             nn.init.zeros_(lin.bias)
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, t: torch.Tensor, actions: torch.Tensor,
+                cond: torch.Tensor | None = None) -> torch.Tensor:
         B, Fr, C, H, W = x.shape
         cfg, p, g = self.cfg, self.cfg.patch_size, self.cfg.grid
         if (C, H, W) != (cfg.in_channels, cfg.input_size, cfg.input_size):
@@ -215,8 +233,14 @@ class NanoWM(nn.Module):
                              f"must be {(B, Fr, cfg.action_dim)}")
         if Fr > cfg.max_frames:
             raise ValueError(f"NanoWM: {Fr} frames exceed max_frames={cfg.max_frames}")
+        if (cond is None) != (cfg.cond_channels == 0) or (cond is not None and cond.shape[-3] != cfg.cond_channels):
+            raise ValueError(f"NanoWM: cond_channels={cfg.cond_channels} but cond is "
+                             f"{None if cond is None else tuple(cond.shape)}")
         dt = self.patch.weight.dtype
-        tok = self.patch(x.reshape(B * Fr, C, H, W).to(dt))  # (BF, D, g, g)
+        if cond is not None:  # (B, Cc, H, W) or (B, F, Cc, H, W): the same image beside every frame
+            cond = cond if cond.ndim == 5 else cond[:, None]
+            x = torch.cat([x, cond.to(x.dtype).expand(B, Fr, *cond.shape[2:])], dim=2)  # (B, F, C + Cc, H, W)
+        tok = self.patch(x.reshape(B * Fr, x.shape[2], H, W).to(dt))  # (BF, D, g, g)
         h = tok.flatten(2).transpose(1, 2).reshape(B, Fr, g * g, -1) + self.pos_embed  # (B, F, P, D)
         c_time = self.t_embed(t)  # (B, F, D)
         a = self.a_embed(actions.to(dt))  # (B, F, D)
@@ -261,5 +285,5 @@ def forward_flops(cfg: NanoWMConfig, frames: int, attention: bool = True) -> flo
     linear = 2 * N * (per_token + extra) * cfg.depth
     attn_s = 2 * 2 * Fr * P * P * D * (cfg.depth // 2)  # QK^T and AV over patches, per frame
     attn_t = 2 * 2 * P * Fr * Fr * D * (cfg.depth // 2)  # over frames, per patch (full; causal masks half)
-    head = 2 * N * (D * cfg.patch_size**2 * cfg.in_channels + cfg.in_channels * cfg.patch_size**2 * D)
+    head = 2 * N * D * cfg.patch_size**2 * (2 * cfg.in_channels + cfg.cond_channels)  # patchify + unpatchify
     return float(linear + head + (attn_s + attn_t if attention else 0))

@@ -1,0 +1,121 @@
+"""The world model's training configuration: one dataclass that presets build and the trainer reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ttlab.worldmodel.diffusion import DiffusionConfig
+
+
+@dataclass
+class TrainConfig:
+    """Train a NanoWM world model (diffusion forcing) on a dataset of episodes."""
+
+    data: str = "toy"
+    """Dataset directory (DINO-WM, LeRobot, CSGO or precomputed latents), or `toy` (moving squares)."""
+    format: str = "auto"
+    """Dataset format: auto | dino_wm | lerobot | csgo | latents."""
+    codec: str = "pixel"
+    """Latent codec: `pixel`, an in-project codec checkpoint, or a diffusers AutoencoderKL directory."""
+    num_frames: int = 4
+    """Frames per training window."""
+    frame_interval: int = 1
+    """Raw steps between kept frames (their actions are concatenated)."""
+    val_fraction: float = 0.1
+    """Fraction of episodes held out for validation (split by episode)."""
+    val_list: str = ""
+    """CSGO: a published split list (Vid2World `test_split*.txt`, one file name per line): those episodes are
+    the validation set, every other file trains (replaces val_fraction)."""
+    val_starts: str = ""
+    """CSGO, with val_list: published start indices (Vid2World `csgo_validation_start_indices*.npy`): validation
+    window i starts at raw step starts[i] of the i-th listed file in sorted path order; eval scores them all."""
+    toy_episodes: int = 64
+    """Episodes of the toy dataset (data=toy)."""
+    episode_cache: int = -1
+    """Decoded episodes each video reader (dino_wm, lerobot) keeps in memory (LRU); -1 = as many as `cache_mb`
+    holds (a dataset that fits is decoded once), 0 disables."""
+    cache_mb: float = 0.0
+    """Decode-cache budget per reader process in MiB (the main process and each DataLoader worker hold one);
+    0 = a quarter of the memory available at start, shared by the reader processes."""
+    size: str = "S/2"
+    """Model size: S/2 | B/2 | L/2 | tiny."""
+    injection: str = "additive"
+    """Action injection: additive | adaln | adaln_fuse | film | cross_attention."""
+    null_first_action: bool = True
+    """Frame 0 of every clip gets the null action (a zero embedding, as the official model does); False embeds
+    the pipeline's zeros, i.e. the mean action (the behaviour the `pusht_cpu` evidence was measured with)."""
+    patch_size: int = 0
+    """Override the size's patch side (0 keeps it)."""
+    hidden: int = 0
+    """Override the size's width (0 keeps it)."""
+    depth: int = 0
+    """Override the size's block count (0 keeps it)."""
+    heads: int = 0
+    """Override the size's head count (0 keeps it)."""
+    diffusion: DiffusionConfig = field(default_factory=DiffusionConfig)
+    """Noise process and objective."""
+    batch_size: int = 32
+    """Clips per optimizer step per device."""
+    lr: float = 1e-4
+    """Peak AdamW learning rate."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    warmup_steps: int = 1000
+    """Linear warmup steps (from 0 to lr)."""
+    min_lr_ratio: float = 0.0
+    """Cosine decay floor as a fraction of lr."""
+    max_steps: int = 50_000
+    """Training budget in optimizer steps: the warmup + cosine schedule anneals to min_lr_ratio exactly here,
+    and `--resume` continues the step count towards it."""
+    budget_minutes: float = 0.0
+    """Train for this much wall time instead of a step count (0 = off): the warmup + cosine schedule runs over
+    the elapsed fraction of it (warmup_steps still counts steps) and training stops when it is spent; a resumed
+    run continues the clock saved in its checkpoint. For a shared or busy machine, where step time varies."""
+    max_minutes: float = 0.0
+    """Safety stop after this wall time of *this* process (0 = none; a resumed run gets it afresh). It cuts the
+    schedule short, so size max_steps to the time instead and keep this as a guard."""
+    grad_clip: float = 1.0
+    """Gradient norm clip (0 disables)."""
+    ema_decay: float = 0.9999
+    """EMA decay (with the usual (1+n)/(10+n) warmup)."""
+    precision: str = "auto"
+    """Lightning precision: auto (bf16-mixed on CUDA, 32-true on CPU) | bf16-mixed | 16-mixed | 32-true."""
+    device: str = "auto"
+    """auto | cpu | cuda."""
+    devices: int = 1
+    """Processes per node: GPUs, or CPU processes with device=cpu (DDP when devices or num_nodes > 1; gloo on
+    CPU, NCCL on GPUs). batch_size is per process: the global batch is batch_size x devices x num_nodes."""
+    num_nodes: int = 1
+    """Nodes for multi-node DDP (launch one `ttlab wm train` per node with the same --run-name; see README)."""
+    rank_invariant: bool = True
+    """Each step's global batch of clips and its noise are a function of (seed, step) and each process takes
+    its slice, so N processes of batch b give the loss curve of 1 process of batch N b. False: PyTorch
+    shuffling, DistributedSampler shards and the global RNG (what `pusht_cpu` was measured with)."""
+    num_workers: int = 2
+    """DataLoader worker processes."""
+    n_ctx: int = 1
+    """Context frames for validation sampling (the rest are predicted)."""
+    sample_steps: int = 20
+    """Sampling steps for validation predictions."""
+    sample_mode: str = "full_sequence"
+    """Scheduling matrix for validation sampling: full_sequence | pyramid | sequential."""
+    val_every: int = 1000
+    """Validate every N optimizer steps."""
+    val_samples: int = 64
+    """Size of the fixed, seeded validation subset."""
+    ckpt_every: int = 1000
+    """Save step checkpoints and weights_latest every N steps."""
+    log_every: int = 50
+    """Log training scalars every N steps."""
+    seed: int = 0
+    """Seed for data split, init and validation noise."""
+    run_name: str = ""
+    """Run directory name under runs/wm (default: a timestamp)."""
+    root: str = "runs"
+    """Root of run directories."""
+    resume: bool = False
+    """Continue the run in runs/wm/<run_name> from its last.ckpt."""
+    progress_bar: bool = True
+    """Show Lightning's progress bar."""
+    cpu_threads: int = 0
+    """torch intra-op threads on CPU (0 = torch's default; 1 avoids thrashing tiny models on busy cores)."""

@@ -1,0 +1,183 @@
+"""The PushT scorecard: a world model judged against every cheap predictor, on pixels and on objects.
+
+On held-out episodes, two protocols:
+  - windows: `n_ctx` true context frames, the next frames predicted (lags 1..), with the episode's own actions;
+  - rollouts: from the first `n_ctx` frames of an episode, `horizon` frames by sliding-window sampling.
+Every prediction is scored beside the same frames predicted by
+  - copy-last (the last context frame), the mean training frame, and the best fitted blend
+    a x last + (1 - a) x mean (a fitted per lag on training episodes by least squares: the best a
+    blur-only predictor can do);
+  - the model given another episode's actions (action sensitivity) and another noise seed (sample diversity).
+Scores: PSNR, SSIM, object scores from `objects` (pose errors in px / degrees read by matching the
+simulator's geometry, T and agent ink kept),
+per lag / per rollout frame. Pixel data only (poses and ink are read from RGB frames).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ttlab.worldmodel.data.windows import to_model_frames, window_actions
+from ttlab.worldmodel.diffusion import rollout, sample_window
+from ttlab.worldmodel.metrics import psnr, quantize, ssim
+from ttlab.worldmodel.objects import object_scores, pose_targets
+
+
+@dataclass
+class Baselines:
+    """The cheap predictors: the mean training frame (C, H, W) and blend weights on the last frame per lag."""
+
+    mean_frame: torch.Tensor
+    blend_alpha: list[float]  # alpha[k - 1] for lag k
+
+
+def fit_blend_alpha(last: torch.Tensor, target: torch.Tensor, mean: torch.Tensor) -> float:
+    """argmin_a ||a last + (1 - a) mean - target||^2 over all given frames (..., C, H, W), clipped to [0, 1]."""
+    d, r = (last - mean).double(), (target - mean).double()
+    return float(((d * r).sum() / (d * d).sum().clamp(min=1e-12)).clamp(0.0, 1.0))
+
+
+def episode_frames(source, e: int, idx: np.ndarray) -> torch.Tensor:
+    return to_model_frames(source.frames(e, idx))  # (len(idx), 3, H, W)
+
+
+def fit_baselines(source, episodes: np.ndarray, interval: int, max_lag: int, frames_per_episode: int = 8,
+                  seed: int = 0) -> Baselines:
+    """Mean frame over frames of training `episodes` (`frames_per_episode` evenly spaced each), and the blend
+    weight for every lag 1..max_lag fitted on (frame t, frame t + lag x interval) pairs of the same episodes."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for e in episodes:
+        T = source.length(int(e))
+        idx = np.linspace(0, T - 1, frames_per_episode).round().astype(int)
+        frames.append(episode_frames(source, int(e), idx))
+    mean = torch.cat(frames).mean(0)  # (C, H, W)
+    mean = quantize(mean)
+    alphas = []
+    sub = rng.choice(episodes, size=min(len(episodes), 48), replace=False)
+    for k in range(1, max_lag + 1):
+        last, tgt = [], []
+        for e in sub:
+            T = source.length(int(e))
+            if T <= k * interval:
+                continue
+            t0 = rng.integers(0, T - k * interval, size=4)
+            f = episode_frames(source, int(e), np.concatenate([t0, t0 + k * interval]))
+            last.append(f[:4])
+            tgt.append(f[4:])
+        alphas.append(fit_blend_alpha(torch.cat(last), torch.cat(tgt), mean))
+    return Baselines(mean, alphas)
+
+
+def _scores(name: str, pred: torch.Tensor, true: torch.Tensor, pose: torch.Tensor,
+            out: dict[str, list[torch.Tensor]]) -> None:
+    """Append per-frame scores (B, Fp) of `pred` under `name/...`."""
+    per = {"psnr": psnr(pred, true), "ssim": ssim(pred, true), **object_scores(pred, true, pose)}
+    for k, v in per.items():
+        out.setdefault(f"{name}/{k}", []).append(v.cpu())
+
+
+def _other(episodes: list[int]) -> list[int]:
+    """A permutation pairing every item with one of another episode (a roll by one; all distinct if possible)."""
+    n = len(episodes)
+    for shift in range(1, n):
+        perm = [(i + shift) % n for i in range(n)]
+        if all(episodes[p] != episodes[i] for i, p in enumerate(perm)):
+            return perm
+    return [(i + 1) % n for i in range(n)]
+
+
+def _summarise(per: dict[str, list[torch.Tensor]]) -> dict:
+    res = {}
+    for k, v in per.items():
+        v = torch.cat(v)  # (N, Fp)
+        res[k] = float(v.mean())
+        res[k + "/by_lag"] = [round(float(x), 4) for x in v.mean(0)]
+    return res
+
+
+@torch.no_grad()
+def score_windows(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: int,
+                  count: int = 256, batch: int = 32, seed: int = 0) -> dict:
+    """Fixed seeded held-out windows: the model (true actions, two seeds; another episode's actions) beside
+    copy-last, mean frame and blend, per lag. Returns means and per-lag lists under `<predictor>/<score>`,
+    plus the first batch for figures (`_first`)."""
+    src, iv, F = val_ds.source, val_ds.frame_interval, val_ds.num_frames
+    idx = np.sort(np.random.default_rng(seed).choice(len(val_ds), size=min(count, len(val_ds)), replace=False))
+    g = torch.Generator().manual_seed(seed)
+    per: dict[str, list[torch.Tensor]] = {}
+    first = None
+    for i in range(0, len(idx), batch):
+        items = [val_ds[int(j)] for j in idx[i:i + batch]]
+        x = torch.stack([it["frames"] for it in items])  # (B, F, C, H, W)
+        a = torch.stack([it["actions"] for it in items])  # (B, F, A)
+        eps = [int(it["episode"]) for it in items]
+        pose = torch.stack([torch.from_numpy(pose_targets(src.states(e)[it["start"] + np.arange(F) * iv]))
+                            for e, it in zip(eps, items, strict=True)])[:, n_ctx:]  # (B, Fp, 6)
+        ctx, true = x[:, :n_ctx], x[:, n_ctx:]
+        pred = quantize(sample_window(model, obj, ctx, a, F - n_ctx, steps, clip=1.0, generator=g))[:, n_ctx:]
+        pred2 = quantize(sample_window(model, obj, ctx, a, F - n_ctx, steps, clip=1.0, generator=g))[:, n_ctx:]
+        other = a[_other(eps)]
+        pred_o = quantize(sample_window(model, obj, ctx, other, F - n_ctx, steps, clip=1.0, generator=g))[:, n_ctx:]
+        last = ctx[:, -1:].expand_as(true)
+        mean = baselines.mean_frame.expand_as(true)
+        al = torch.tensor(baselines.blend_alpha[:F - n_ctx]).view(1, -1, 1, 1, 1)
+        blend = quantize(al * last + (1 - al) * mean)
+        for name, p in (("model", pred), ("model_other_actions", pred_o), ("copy_last", last), ("mean_frame", mean),
+                        ("blend", blend)):
+            _scores(name, p, true, pose, per)
+        per.setdefault("seed_pair/psnr", []).append(psnr(pred, pred2))
+        floor = object_scores(true, true, pose)  # the pose reader's own error on true frames
+        for k in ("agent_px", "tee_px", "tee_deg"):
+            per.setdefault(f"truth/{k}", []).append(floor[k])
+        if first is None:
+            first = (x, torch.cat([ctx, pred], 1), torch.cat([ctx, pred2], 1), torch.cat([ctx, pred_o], 1))
+    res = _summarise(per)
+    res.update(count=len(idx), n_ctx=n_ctx, predicted=F - n_ctx, _first=first)
+    return res
+
+
+@torch.no_grad()
+def score_rollouts(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: int,
+                   horizon: int = 24, max_episodes: int = 48, batch: int = 16, seed: int = 0) -> dict:
+    """`horizon`-frame sliding-window rollouts from the first `n_ctx` frames of held-out episodes, with their
+    own actions and with another episode's, beside copy-last / mean / blend; per rollout frame."""
+    src, iv, F = val_ds.source, val_ds.frame_interval, val_ds.num_frames
+    need = (horizon - 1) * iv + 1
+    eps_all = [int(e) for e in val_ds.episodes if src.length(int(e)) >= need][:max_episodes]
+    if len(eps_all) < 2:
+        raise ValueError(f"score_rollouts: need >= 2 held-out episodes of >= {need} raw steps, found {len(eps_all)}")
+    g = torch.Generator().manual_seed(seed)
+    stats = val_ds.action_stats
+    per: dict[str, list[torch.Tensor]] = {}
+    first = None
+    frame_idx = np.arange(horizon) * iv
+    for i in range(0, len(eps_all), batch):
+        eps = eps_all[i:i + batch]
+        if len(eps) < 2:  # another episode's actions need a second episode in the batch
+            break
+        gt = torch.stack([episode_frames(src, e, frame_idx) for e in eps])  # (B, H, C, H, W)
+        acts = torch.stack([torch.from_numpy(window_actions(stats.normalize(src.actions(e)), 0, horizon, iv))
+                            for e in eps])  # (B, H, A)
+        pose = torch.stack([torch.from_numpy(pose_targets(src.states(e)[frame_idx])) for e in eps])[:, n_ctx:]
+        start = gt[:, :n_ctx]
+        pred = quantize(rollout(model, obj, start, acts, window=F, n_ctx=n_ctx, n_steps=steps, clip=1.0,
+                                generator=g))[:, n_ctx:]
+        pred_o = quantize(rollout(model, obj, start, acts[_other(eps)], window=F, n_ctx=n_ctx, n_steps=steps,
+                                  clip=1.0, generator=g))[:, n_ctx:]
+        true = gt[:, n_ctx:]
+        last = start[:, -1:].expand_as(true)
+        mean = baselines.mean_frame.expand_as(true)
+        al = torch.tensor(baselines.blend_alpha[:horizon - n_ctx]).view(1, -1, 1, 1, 1)
+        blend = quantize(al * last + (1 - al) * mean)
+        for name, p in (("model", pred), ("model_other_actions", pred_o), ("copy_last", last), ("mean_frame", mean),
+                        ("blend", blend)):
+            _scores(name, p, true, pose, per)
+        if first is None:
+            first = (gt, torch.cat([start, pred], 1), torch.cat([start, pred_o], 1))
+    res = _summarise(per)
+    res.update(episodes=len(eps_all), horizon=horizon, n_ctx=n_ctx, _first=first)
+    return res

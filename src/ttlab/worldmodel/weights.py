@@ -1,0 +1,64 @@
+"""A trained world model rebuilt from its weights export: the denoiser, its diffusion objective and the action
+statistics it was trained with (what evaluation, rollouts and play load)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ttlab.common.checkpoint import load_checkpoint
+from ttlab.worldmodel.codecs.load import load_codec
+from ttlab.worldmodel.diffusion import DiffusionConfig, Objective
+from ttlab.worldmodel.model import NanoWM, NanoWMConfig
+
+
+@dataclass
+class LoadedWorldModel:
+    model: NanoWM
+    obj: Objective
+    train_cfg: dict
+    action_mean: np.ndarray
+    action_std: np.ndarray
+    step: int
+
+
+def load_world_model(path: str | Path, device: str | torch.device = "cpu", ema: bool = True) -> LoadedWorldModel:
+    """Rebuild a trained model from `weights_latest` (or any weights export) of a run."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "checkpoints" / "weights_latest" if (p / "checkpoints").is_dir() else p / "weights_latest"
+    state = load_checkpoint(p, map_location=device)
+    mc = dict(state["model_cfg"])
+    mc.setdefault("null_first_action", False)  # weights saved before the option embedded frame 0's zeros
+    model = NanoWM(NanoWMConfig(**mc)).to(device)
+    model.load_state_dict(state["ema" if ema else "model"])
+    tc = state["train_cfg"]
+    obj = Objective(DiffusionConfig(**tc["diffusion"]), device)
+    st = state["action_stats"]
+    return LoadedWorldModel(model.eval(), obj, tc, np.asarray(st["mean"], np.float32), np.asarray(st["std"], np.float32),
+                            int(state["step"]))
+
+
+def run_dir_of(weights: str | Path) -> Path:
+    """The run directory of a run directory or of a weights export stem (`<run>/checkpoints/weights_latest`)."""
+    w = Path(weights)
+    return w if w.is_dir() else w.parent.parent
+
+
+def run_codec(train_cfg: dict, device):
+    """The codec a run was trained through, or None for pixels."""
+    if train_cfg.get("codec", "pixel") == "pixel":
+        return None
+    return load_codec(train_cfg["codec"], device).requires_grad_(False)
+
+
+def decode(codec, z: torch.Tensor) -> torch.Tensor:
+    """(B, F, ...) model-space frames -> pixels in [-1, 1] (clamped; identity for pixel runs)."""
+    if codec is None:
+        return z.float().clamp(-1, 1)
+    B, Fr = z.shape[:2]
+    x = codec.decode(z.flatten(0, 1).float()).clamp(-1, 1)
+    return x.reshape(B, Fr, *x.shape[1:])

@@ -1,0 +1,74 @@
+"""Object-level scores and the cheap predictors of the PushT scorecard: what a blur cannot fake."""
+
+import numpy as np
+import pytest
+import torch
+
+from ttlab.worldmodel.data.pusht import motion_stats, rollout_episode
+from ttlab.worldmodel.data.windows import to_model_frames
+from ttlab.worldmodel.objects import (
+    AGENT_RGB,
+    TEE_RGB,
+    blur_frames,
+    ink_counts,
+    pose_errors,
+    pose_targets,
+    read_poses,
+)
+from ttlab.worldmodel.scorecard import fit_blend_alpha
+
+
+@pytest.fixture(scope="module")
+def episode():
+    return rollout_episode(3, resolution=64, max_steps=60)
+
+
+def test_smooth_pusher_moves_a_few_pixels_per_model_frame_and_the_scripted_one_many(episode):
+    smooth = motion_stats([episode["states"]], [60], 5)
+    old = rollout_episode(3, resolution=64, max_steps=60, pusher="scripted")
+    fast = motion_stats([old["states"]], [60], 5)
+    assert 1.0 < smooth["agent_px_median"] < 7.0 and smooth["agent_px_p90"] < 9.0
+    assert fast["agent_px_mean"] > 2 * smooth["agent_px_mean"]
+    with pytest.raises(ValueError, match="pusher"):
+        rollout_episode(3, resolution=64, max_steps=2, pusher="random")
+
+
+def test_ink_sees_the_t_and_the_agent_and_a_blur_loses_them(episode):
+    frames = to_model_frames(episode["frames"][:10])  # (10, 3, 64, 64)
+    ink = ink_counts(frames)
+    assert (ink["tee"] > 50).all() and (ink["agent"] > 3).all()
+    blurred = ink_counts(blur_frames(frames))
+    assert (blurred["tee"] < 0.6 * ink["tee"]).all() and (blurred["agent"] < 0.5 * ink["agent"]).all()
+    white = torch.ones_like(frames)
+    assert ink_counts(white)["tee"].sum() == 0
+    solid = torch.tensor(TEE_RGB, dtype=torch.float32).view(3, 1, 1) / 127.5 - 1
+    assert ink_counts(solid.expand(3, 8, 8))["tee"] == 64 and AGENT_RGB != TEE_RGB
+
+
+def test_pose_errors_in_pixels_and_degrees():
+    t = torch.tensor(pose_targets(np.array([[256.0, 256.0, 100.0, 100.0, 0.0]])))
+    moved = t.clone()
+    moved[0, 0] += 8 / 512  # the agent one 64-px pixel to the right
+    a = np.pi / 2
+    moved[0, 4:] = torch.tensor([np.cos(a), np.sin(a)])
+    e = pose_errors(moved, t, 64)
+    assert e["agent_px"].item() == pytest.approx(1.0) and e["tee_px"].item() == 0.0
+    assert e["tee_deg"].item() == pytest.approx(90.0, abs=1e-3)
+
+
+def test_pose_reader_finds_the_agent_and_the_t_in_true_frames_and_nothing_in_a_blank_one(episode):
+    frames = to_model_frames(episode["frames"][::6])
+    y = torch.from_numpy(pose_targets(episode["states"][::6]))
+    e = pose_errors(read_poses(frames), y, 64)
+    assert e["agent_px"].mean() < 1.0 and e["tee_px"].mean() < 1.0 and e["tee_deg"].mean() < 5.0
+    blank = pose_errors(read_poses(torch.ones_like(frames)), y, 64)  # no ink: the image centre, angle 0
+    assert blank["tee_px"].mean() > 5 * e["tee_px"].mean() + 2.0
+
+
+def test_blend_weight_is_the_least_squares_one():
+    g = torch.Generator().manual_seed(0)
+    last, mean = torch.rand(4, 3, 8, 8, generator=g), torch.rand(3, 8, 8, generator=g)
+    target = 0.3 * last + 0.7 * mean
+    assert fit_blend_alpha(last, target, mean) == pytest.approx(0.3, abs=1e-6)
+    assert fit_blend_alpha(last, last, mean) == pytest.approx(1.0, abs=1e-6)
+    assert fit_blend_alpha(last, 2 * mean - last, mean) == 0.0  # clipped to [0, 1]
