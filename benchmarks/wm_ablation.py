@@ -87,8 +87,8 @@ def arm_config(arm: str, steps: int, batch: int, target_steps: int, data: str, t
     if arm not in ARMS:
         raise ValueError(f"--arms: unknown arm {arm!r}; expected some of {', '.join(ARMS)}")
     cfg = replace(pusht_cpu_regressor(), data=data, max_steps=steps, batch_size=batch, warmup_steps=max(1, steps // 10),
-                  ckpt_every=max(1, steps // 4), null_first_action=True, cpu_threads=threads, run_name=f"abl_{arm}",
-                  root="runs", resume=True, max_minutes=0.0)
+                  checkpoint_every=max(1, steps // 4), null_first_action=True, threads=threads, run_name=f"abl_{arm}",
+                  root="runs", resume=True, time_limit="")
     axis, value = arm.split("_", 1)
     if axis == "pred":
         return replace(cfg, diffusion=native_diffusion(value), sample_steps=target_steps, injection="additive")

@@ -161,7 +161,7 @@ def main() -> None:
     motion = {"ours_smooth": made.get("motion_interval5"),
               "earlier_scripted": motion_stats(old, [len(s) for s in old], 5, 64)}
 
-    cfg = replace(pusht_cpu(), data=str(data), cpu_threads=args.threads, run_name=args.run_name, root="runs",
+    cfg = replace(pusht_cpu(), data=str(data), threads=args.threads, run_name=args.run_name, root="runs",
                   resume=args.resume)
     if args.hidden or args.depth:
         cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
@@ -176,9 +176,9 @@ def main() -> None:
     for k, peak in (("step_bf16", "bf16_matmul"), ("step_fp32", "fp32_matmul")):
         speed[k]["fraction_of_peak"] = r(speed[k]["gflops_median"] / speed[peak]["peak_gflops"])
     if args.max_steps:  # a fixed step budget (the cosine anneals inside it)
-        cfg = replace(cfg, max_steps=args.max_steps, ckpt_every=min(cfg.ckpt_every, max(10, args.max_steps // 10)))
+        cfg = replace(cfg, max_steps=args.max_steps, checkpoint_every=min(cfg.checkpoint_every, max(10, args.max_steps // 10)))
     else:  # a wall-clock budget: the schedule follows elapsed time, so a busy machine trains fewer steps, annealed
-        cfg = replace(cfg, budget_minutes=args.train_minutes, max_steps=10**7, ckpt_every=50)
+        cfg = replace(cfg, budget_minutes=args.train_minutes, max_steps=10**7, checkpoint_every=50)
     max_steps = cfg.max_steps
     print(f"training for {args.max_steps or args.train_minutes} {'steps' if args.max_steps else 'minutes'} "
           f"(measured {speed['step_bf16']['step_s_median']} s/step)", flush=True)

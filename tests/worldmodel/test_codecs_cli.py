@@ -34,7 +34,7 @@ def test_train_codec_resume_continues_exactly(tmp_path, capsys, monkeypatch):
 
     write_pusht(tmp_path / "d", lens=[8, 9, 10])
     base = ["train-codec", "--preset", "debug", "--data", str(tmp_path / "d"), "--root", str(tmp_path / "runs"),
-            "--device", "cpu", "--ckpt-every", "2", "--steps", "4"]
+            "--device", "cpu", "--checkpoint-every", "2", "--steps", "4"]
     assert main(base + ["--run-name", "full"]) == 0
 
     real_loss, calls = KLAutoencoder.loss, []

@@ -16,7 +16,7 @@ def run_dir(tmp_path_factory):
     from ttlab.worldmodel.train import train
 
     root = tmp_path_factory.mktemp("wm")
-    cfg = replace(debug(), root=str(root), run_name="t", max_steps=4, val_every=4, ckpt_every=4, val_samples=2,
+    cfg = replace(debug(), root=str(root), run_name="t", max_steps=4, val_every=4, checkpoint_every=4, val_samples=2,
                   sample_steps=2)
     return train(cfg)["run_dir"]
 
@@ -41,7 +41,7 @@ def test_cli_help_lists_commands(capsys):
 def test_eval_writes_metrics_json_and_video(run_dir, tmp_path, capsys):
     from ttlab.worldmodel.cli import main
 
-    assert main(["eval", "--weights", run_dir, "--num-samples", "4", "--sampler.steps", "2", "--video-clips", "2",
+    assert main(["eval", "--checkpoint", run_dir, "--num-samples", "4", "--sampler.steps", "2", "--video-clips", "2",
                  "--device", "cpu", "--out", str(tmp_path)]) == 0
     rep = json.loads((tmp_path / "metrics.json").read_text())
     assert {"psnr", "ssim", "baseline_copy_last/psnr"} <= set(rep["metrics"])
@@ -53,14 +53,14 @@ def test_rollout_goes_beyond_the_training_window(run_dir, tmp_path):
     from ttlab.worldmodel.diffusion import SamplerConfig
     from ttlab.worldmodel.rollouts import RolloutConfig, rollout_run
 
-    res = rollout_run(RolloutConfig(weights=run_dir, horizon=10, sampler=SamplerConfig(steps=2), device="cpu", out=tmp_path))
+    res = rollout_run(RolloutConfig(checkpoint=run_dir, horizon=10, sampler=SamplerConfig(steps=2), device="cpu", out=tmp_path))
     assert res["frames"] == 10 and res["window"] == 4
     assert np.isfinite(res["psnr"]) and np.isfinite(res["baseline_copy_last/psnr"])
     assert _mp4_frames(tmp_path / "rollout.mp4") == 10
     raw = np.ones((5, 3), np.float32)  # wrong raw action width
     np.save(tmp_path / "a.npy", raw)
     with pytest.raises(ValueError, match="actions"):
-        rollout_run(RolloutConfig(weights=run_dir, actions=tmp_path / "a.npy", horizon=10, sampler=SamplerConfig(steps=2),
+        rollout_run(RolloutConfig(checkpoint=run_dir, actions=tmp_path / "a.npy", horizon=10, sampler=SamplerConfig(steps=2),
                                   device="cpu",
                                   out=tmp_path))
 
@@ -68,7 +68,7 @@ def test_rollout_goes_beyond_the_training_window(run_dir, tmp_path):
 def test_eval_reports_per_lag_numbers_with_the_runs_own_sampler(run_dir, tmp_path):
     from ttlab.worldmodel.evaluate import EvalConfig, evaluate
 
-    rep = evaluate(EvalConfig(weights=run_dir, num_samples=4, video_clips=1, device="cpu", out=tmp_path))
+    rep = evaluate(EvalConfig(checkpoint=run_dir, num_samples=4, video_clips=1, device="cpu", out=tmp_path))
     assert rep["steps"] == 2  # steps=0 means the run's own sample_steps
     m = rep["metrics"]
     for k in (1, 2, 3):
@@ -105,7 +105,7 @@ def test_play_headless_with_scripted_keys(run_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("SDL_AUDIODRIVER", "dummy")
     from ttlab.worldmodel.play import PlayConfig, play
 
-    res = play(PlayConfig(weights=run_dir, script="RRU.L", steps=2, fps=1000, device="cpu",
+    res = play(PlayConfig(checkpoint=run_dir, script="RRU.L", steps=2, fps=1000, device="cpu",
                           record=tmp_path / "play.mp4"))
     assert res["frames"] == 5
     assert res["directions"] == [(1, 0), (1, 0), (0, -1), (0, 0), (-1, 0)]

@@ -20,7 +20,7 @@ def _train(root: Path, name: str, devices: int, batch: int, *extra: str) -> dict
     cmd = [sys.executable, "-m", "ttlab.cli", "wm", "train", "--preset", "debug", "--root", str(root),
            "--run-name", name, "--device", "cpu", "--devices", str(devices), "--batch-size", str(batch),
            "--max-steps", "8", "--warmup-steps", "2", "--lr", "2e-3", "--log-every", "1", "--val-every", "1000",
-           "--ckpt-every", "1000", *extra]
+           "--checkpoint-every", "1000", *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]

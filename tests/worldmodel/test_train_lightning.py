@@ -59,7 +59,7 @@ def test_presets_include_every_ablation_arm():
 def test_training_reduces_loss_exports_and_resumes(tmp_path):
     torch.manual_seed(0)
     cfg = replace(debug(), root=str(tmp_path), run_name="r", max_steps=24, lr=2e-3, warmup_steps=3, val_every=24,
-                  ckpt_every=12, val_samples=4, ema_decay=0.9)
+                  checkpoint_every=12, val_samples=4, ema_decay=0.9)
     from ttlab.worldmodel.model import NanoWM
     from ttlab.worldmodel.train import WorldModelModule, build_datasets, build_model_config
 

@@ -128,6 +128,9 @@ def to_dict(cfg: Any) -> dict[str, Any]:
 def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
     """Rebuild a dataclass config from `to_dict` output; unknown keys are an error that names them."""
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    renamed = {old: new for old, new in getattr(cls, "RENAMED", {}).items() if old in data and new not in data}
+    if renamed:  # a config.json written before a field got its current name
+        data = {renamed.get(k, k): v for k, v in data.items()}
     unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(f"{cls.__name__}: unknown config keys {unknown}")

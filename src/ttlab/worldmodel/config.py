@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from ttlab.worldmodel.diffusion import DiffusionConfig
 
@@ -71,9 +72,9 @@ class TrainConfig:
     """Train for this much wall time instead of a step count (0 = off): the warmup + cosine schedule runs over
     the elapsed fraction of it (warmup_steps still counts steps) and training stops when it is spent; a resumed
     run continues the clock saved in its checkpoint. For a shared or busy machine, where step time varies."""
-    max_minutes: float = 0.0
-    """Safety stop after this wall time of *this* process (0 = none; a resumed run gets it afresh). It cuts the
-    schedule short, so size max_steps to the time instead and keep this as a guard."""
+    time_limit: str = ""
+    """Safety stop after this wall time of *this* process (e.g. 30m; empty: none; a resumed run gets it afresh).
+    It cuts the schedule short, so size max_steps (or budget_minutes) to the time instead and keep this as a guard."""
     grad_clip: float = 1.0
     """Gradient norm clip (0 disables)."""
     ema_decay: float = 0.9999
@@ -103,13 +104,13 @@ class TrainConfig:
     """Validate every N optimizer steps."""
     val_samples: int = 64
     """Size of the fixed, seeded validation subset."""
-    ckpt_every: int = 1000
+    checkpoint_every: int = 1000
     """Save step checkpoints and weights_latest every N steps."""
     log_every: int = 50
     """Log training scalars every N steps."""
     seed: int = 0
     """Seed for data split, init and validation noise."""
-    run_name: str = ""
+    run_name: str | None = None
     """Run directory name under runs/wm (default: a timestamp)."""
     root: str = "runs"
     """Root of run directories."""
@@ -117,5 +118,17 @@ class TrainConfig:
     """Continue the run in runs/wm/<run_name> from its last.ckpt."""
     progress_bar: bool = True
     """Show Lightning's progress bar."""
-    cpu_threads: int = 0
+    threads: int = 0
     """torch intra-op threads on CPU (0 = torch's default; 1 avoids thrashing tiny models on busy cores)."""
+    wandb: bool = False
+    """Mirror metrics to Weights & Biases (Lightning's WandbLogger beside TensorBoard; needs `wandb`)."""
+
+    RENAMED: ClassVar[dict[str, str]] = {"ckpt_every": "checkpoint_every", "cpu_threads": "threads",
+                                         "max_minutes": "time_limit"}
+    """Keys of config.json files written before the CLI's common vocabulary."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.time_limit, (int, float)):  # a config.json from before durations: minutes
+            self.time_limit = f"{self.time_limit:g}m" if self.time_limit > 0 else ""
+        if self.run_name == "":
+            self.run_name = None

@@ -35,7 +35,7 @@ def run(out_dir: Path, device: str = "auto", episodes: int = 24, episode_steps: 
                   val_fraction=0.15)
     tr = train(cfg)
     run_dir = Path(tr["run_dir"])
-    ev = evaluate(EvalConfig(weights=run_dir, num_samples=128, device=device, out=out_dir / "eval"))
+    ev = evaluate(EvalConfig(checkpoint=run_dir, num_samples=128, device=device, out=out_dir / "eval"))
     ro = heldout_rollouts(run_dir, horizon=24, device=device)
     ro.pop("_first_batch")
     m = ev["metrics"]

@@ -30,7 +30,7 @@ from ttlab.worldmodel.weights import decode, load_world_model, run_codec, run_di
 class EvalConfig:
     """Evaluate a trained NanoWM on the validation split against the copy-last-frame baseline."""
 
-    weights: Path = Path("runs/wm/latest")
+    checkpoint: Path = Path("runs/wm/latest")
     """A run directory or a weights export stem (checkpoints/weights_latest)."""
     data: str = ""
     """Dataset (default: the one the model was trained on)."""
@@ -72,12 +72,12 @@ def mean_train_frame(train_ds, seed: int = 0, windows: int = 256) -> torch.Tenso
 
 def evaluate(cfg: EvalConfig) -> dict:
     dev = resolve_device(cfg.device)
-    wm = load_world_model(cfg.weights, dev, ema=cfg.ema)
+    wm = load_world_model(cfg.checkpoint, dev, ema=cfg.ema)
     tc = from_dict(TrainConfig, wm.train_cfg)
     if cfg.data:
         tc = replace(tc, data=cfg.data)
     codec = run_codec(wm.train_cfg, dev)
-    train_ds, val_ds = build_datasets(tc, run_dir_of(cfg.weights) / "action_stats.json", codec)
+    train_ds, val_ds = build_datasets(tc, run_dir_of(cfg.checkpoint) / "action_stats.json", codec)
     ds = {"val": val_ds, "train": train_ds}.get(cfg.split, val_ds)
     # published fixed windows (e.g. Vid2World CSGO start indices) are scored all, in order; else a seeded subset
     sub = ds if getattr(ds, "fixed_windows", False) else fixed_subset(ds, cfg.num_samples, cfg.seed)
@@ -110,7 +110,7 @@ def evaluate(cfg: EvalConfig) -> dict:
             vid_pred.append(pp[:cfg.video_clips].cpu())
     res = {k: v / n for k, v in sums.items()}
     res.update(learned.compute())
-    out_dir = cfg.out if str(cfg.out) not in ("", ".") else run_dir_of(cfg.weights) / "eval"
+    out_dir = cfg.out if str(cfg.out) not in ("", ".") else run_dir_of(cfg.checkpoint) / "eval"
     video = write_mp4(out_dir / "gt_vs_pred.mp4", side_by_side(torch.cat(vid_gt)[:cfg.video_clips],
                                                                 torch.cat(vid_pred)[:cfg.video_clips]), fps=4)
     report = {"step": wm.step, "samples": n, "n_ctx": cfg.n_ctx, "steps": sp.steps, "mode": sp.mode,

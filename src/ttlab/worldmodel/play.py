@@ -32,7 +32,7 @@ KEYMAP = {"L": (-1, 0), "R": (1, 0), "U": (0, -1), "D": (0, 1), ".": (0, 0)}
 class PlayConfig:
     """Play a trained NanoWM with the keyboard."""
 
-    weights: Path = Path("runs/wm/latest")
+    checkpoint: Path = Path("runs/wm/latest")
     """A run directory or a weights export stem."""
     episode: int = 0
     """Dataset episode whose first frames start the game."""
@@ -66,7 +66,7 @@ def play(cfg: PlayConfig) -> dict:
     import pygame  # deferred on purpose: an optional extra that reads SDL_* variables when imported
 
     dev = resolve_device(cfg.device)
-    wm = load_world_model(cfg.weights, dev)
+    wm = load_world_model(cfg.checkpoint, dev)
     tc = from_dict(TrainConfig, wm.train_cfg)
     if wm.action_mean.shape[0] != 2:
         raise ValueError(f"play drives 2-D actions; this model was trained on {wm.action_mean.shape[0]}-D raw actions")

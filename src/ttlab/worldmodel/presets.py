@@ -16,8 +16,8 @@ from ttlab.worldmodel.diffusion import DiffusionConfig
 def debug() -> TrainConfig:
     """Seconds on CPU: toy moving squares, the tiny model, a handful of steps."""
     return TrainConfig(data="toy", toy_episodes=16, size="tiny", batch_size=8, max_steps=20, warmup_steps=5,
-                       val_every=10, ckpt_every=10, val_samples=8, sample_steps=4, log_every=5, num_workers=0,
-                       device="cpu", progress_bar=False, ema_decay=0.99, cpu_threads=1)
+                       val_every=10, checkpoint_every=10, val_samples=8, sample_steps=4, log_every=5, num_workers=0,
+                       device="cpu", progress_bar=False, ema_decay=0.99, threads=1)
 
 
 def tiny_pusht() -> TrainConfig:
@@ -25,7 +25,7 @@ def tiny_pusht() -> TrainConfig:
     DINO-WM spacing) with a budget of a few CPU minutes: 300 steps of 16 clips, the cosine annealing inside
     them. The wall-clock guard only protects `make demo` on a very busy machine (the summary says if it hit)."""
     return replace(pusht_cpu_regressor(), data="runs/data/pusht64", batch_size=16, max_steps=300, warmup_steps=30,
-                   ckpt_every=100, ema_decay=0.99, log_every=10, max_minutes=10.0)
+                   checkpoint_every=100, ema_decay=0.99, log_every=10, time_limit="10m")
 
 
 def pusht_cpu() -> TrainConfig:
@@ -45,8 +45,8 @@ def pusht_cpu() -> TrainConfig:
                        diffusion=DiffusionConfig(target="x", timestep_sampling="uniform", clean_context_prob=1.0,
                                                  context_frames=2, delta=True, delta_scale=2.0, snr_gamma=5.0),
                        batch_size=16, lr=6e-4, weight_decay=0.0, warmup_steps=100, max_steps=1500,
-                       val_every=10**9, ckpt_every=100, val_samples=16, num_workers=0, ema_decay=0.995,
-                       log_every=25, cpu_threads=1, precision="bf16-mixed", episode_cache=1024, progress_bar=False,
+                       val_every=10**9, checkpoint_every=100, val_samples=16, num_workers=0, ema_decay=0.995,
+                       log_every=25, threads=1, precision="bf16-mixed", episode_cache=1024, progress_bar=False,
                        device="cpu")
 
 
@@ -65,15 +65,15 @@ def pusht_cpu_regressor() -> TrainConfig:
                        diffusion=DiffusionConfig(target="x", timestep_sampling="terminal", clean_context_prob=1.0,
                                                  context_frames=1, residual=True),
                        batch_size=32, lr=1e-3, weight_decay=0.0, warmup_steps=100, max_steps=1500,
-                       val_every=10**9, ckpt_every=100, val_samples=16, num_workers=0, ema_decay=0.995,
-                       log_every=25, cpu_threads=1, precision="bf16-mixed", episode_cache=1024, progress_bar=False,
+                       val_every=10**9, checkpoint_every=100, val_samples=16, num_workers=0, ema_decay=0.995,
+                       log_every=25, threads=1, precision="bf16-mixed", episode_cache=1024, progress_bar=False,
                        device="cpu", null_first_action=False, rank_invariant=False)
 
 
 def pusht_b4() -> TrainConfig:
     """PushT 64x64 pixels (ttlab wm data pusht), B/2 widths with 4x4 patches (256 tokens/frame), one H100."""
     return TrainConfig(data="runs/data/pusht64", size="B/2", patch_size=4, frame_interval=1, batch_size=64, lr=2e-4,
-                       warmup_steps=500, max_steps=20_000, max_minutes=28, val_every=2000, ckpt_every=2000,
+                       warmup_steps=500, max_steps=20_000, time_limit="28m", val_every=2000, checkpoint_every=2000,
                        num_workers=8)
 
 

@@ -28,7 +28,7 @@ from ttlab.worldmodel.weights import decode, load_world_model, run_codec, run_di
 class RolloutConfig:
     """Roll a trained NanoWM out far beyond its training clip with a sliding window."""
 
-    weights: Path = Path("runs/wm/latest")
+    checkpoint: Path = Path("runs/wm/latest")
     """A run directory or a weights export stem."""
     actions: Path = Path("")
     """Raw actions .npy (T, A) per raw step (the dataset's layout); empty = the episode's own actions."""
@@ -63,7 +63,7 @@ def frame_actions(raw: np.ndarray, mean: np.ndarray, std: np.ndarray, interval: 
 
 def rollout_run(cfg: RolloutConfig) -> dict:
     dev = resolve_device(cfg.device)
-    wm = load_world_model(cfg.weights, dev)
+    wm = load_world_model(cfg.checkpoint, dev)
     tc = from_dict(TrainConfig, wm.train_cfg)
     codec = run_codec(wm.train_cfg, dev)
     iv = tc.frame_interval
@@ -92,7 +92,7 @@ def rollout_run(cfg: RolloutConfig) -> dict:
                   mode=sp.mode, history_noise=sp.history_noise, clip=1.0 if codec is None else None, generator=g,
                   eta=sp.eta)
     frames = decode(codec, out)[0].cpu()  # (horizon, 3, H, W)
-    out_dir = cfg.out if str(cfg.out) not in ("", ".") else run_dir_of(cfg.weights) / "rollout"
+    out_dir = cfg.out if str(cfg.out) not in ("", ".") else run_dir_of(cfg.checkpoint) / "rollout"
     res: dict = {"frames": int(frames.shape[0]), "window": tc.num_frames, "n_ctx": cfg.n_ctx}
     if gt is not None and gt.shape[0] >= frames.shape[0]:
         g_ = gt[:frames.shape[0]]

@@ -2,7 +2,7 @@
 
 `ttlab wm train --preset NAME [flags]`. One run lives in `runs/wm/<run>/`: `config.json`, `git_rev.txt`,
 `action_stats.json`, `tb/` (TensorBoard scalars and GT-vs-prediction video grids), `checkpoints/`
-(Lightning's full trainer state `step=N.ckpt` every `ckpt_every` steps and `last.ckpt`, used by
+(Lightning's full trainer state `step=N.ckpt` every `checkpoint_every` steps and `last.ckpt`, used by
 `--resume`; plus `weights_latest.{json,safetensors}`, the EMA + raw weights with everything needed to
 rebuild the model, which `eval`, `rollout` and `play` load).
 """
@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Subset
 from ttlab.common.checkpoint import atomic_write_text, save_checkpoint
 from ttlab.common.config import parse_config, to_dict
 from ttlab.common.device import resolve_device
+from ttlab.common.duration import parse_duration
 from ttlab.common.runs import RunDir, make_run_dir
 from ttlab.worldmodel.codecs.load import load_codec
 from ttlab.worldmodel.config import TrainConfig
@@ -276,8 +277,8 @@ def resolve_precision(cfg: TrainConfig, accelerator: str) -> str:
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Run (or resume) training; returns a summary with the run dir and final validation metrics."""
     dev = resolve_device(cfg.device)
-    if cfg.cpu_threads > 0 and dev.type == "cpu":
-        torch.set_num_threads(cfg.cpu_threads)
+    if cfg.threads > 0 and dev.type == "cpu":
+        torch.set_num_threads(cfg.threads)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     if cfg.data != "toy":
         detect_format(cfg.data)  # a missing or unreadable dataset fails here, before any run directory exists
@@ -304,17 +305,18 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                               pin_memory=dev.type == "cuda")
     val_dl = DataLoader(val_sub, batch_size=min(cfg.batch_size, 16), shuffle=False, num_workers=0)
     accel = "gpu" if dev.type == "cuda" else "cpu"
-    ckpt = ModelCheckpoint(dirpath=run.checkpoints, filename="{step}", every_n_train_steps=cfg.ckpt_every,
+    ckpt = ModelCheckpoint(dirpath=run.checkpoints, filename="{step}", every_n_train_steps=cfg.checkpoint_every,
                            save_top_k=-1, save_last=True)
-    guard = WallClockGuard(cfg.max_minutes) if cfg.max_minutes > 0 else None
+    limit_s = parse_duration(cfg.time_limit)
+    guard = WallClockGuard(limit_s / 60) if limit_s > 0 else None
     budget = TimeBudget(cfg.budget_minutes, cfg.warmup_steps, cfg.min_lr_ratio) if cfg.budget_minutes > 0 else None
     trainer = L.Trainer(
         accelerator=accel, devices=cfg.devices, num_nodes=cfg.num_nodes, strategy=ddp_strategy(cfg, accel),
         use_distributed_sampler=not cfg.rank_invariant,
         precision=resolve_precision(cfg, accel), max_steps=cfg.max_steps, max_epochs=-1,
         gradient_clip_val=cfg.grad_clip or None, val_check_interval=cfg.val_every, check_val_every_n_epoch=None,
-        logger=TensorBoardLogger(str(run.path), name="tb", version=""), callbacks=[
-            ckpt, ExportWeights(run.checkpoints / "weights_latest", cfg.ckpt_every, train_ds.action_stats),
+        logger=loggers(cfg, run.path), callbacks=[
+            ckpt, ExportWeights(run.checkpoints / "weights_latest", cfg.checkpoint_every, train_ds.action_stats),
             *([guard] if guard else []), *([budget] if budget else [])],
         log_every_n_steps=cfg.log_every, enable_progress_bar=cfg.progress_bar, num_sanity_val_steps=0,
         enable_model_summary=False)
@@ -335,6 +337,16 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
 
 RUN_DIR_ENV = "TTLAB_WM_RUN_DIR"
+
+
+def loggers(cfg: TrainConfig, run_path: Path) -> list:
+    """TensorBoard under the run directory, and W&B beside it with --wandb."""
+    out = [TensorBoardLogger(str(run_path), name="tb", version="")]
+    if cfg.wandb:
+        from lightning.pytorch.loggers import WandbLogger  # deferred on purpose: wandb is an optional extra
+
+        out.append(WandbLogger(project="ttlab-wm", name=run_path.name, save_dir=str(run_path)))
+    return out
 
 
 def open_run_dir(cfg: TrainConfig):

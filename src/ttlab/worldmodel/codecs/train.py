@@ -66,7 +66,7 @@ class CodecTrainConfig:
     """also log to Weights & Biases"""
     skip_bad: bool = False
     """skip bad episodes (and report how many) instead of stopping at the first"""
-    ckpt_every: int = 500
+    checkpoint_every: int = 500
     """steps between checkpoints (checkpoints/latest: model, optimizer, schedule, step, RNG)"""
     resume: bool = False
     """continue runs/wm/<run_name> from checkpoints/latest"""
@@ -149,7 +149,7 @@ def train_codec(cfg: CodecTrainConfig, show_progress: bool | None = None) -> dic
                                     "charts/lr": sched.get_last_lr()[0]}, step)  # sync point: log interval
                 val_psnr = vals["val/psnr"]
                 bar.set(text=f"psnr {val_psnr:.2f} dB")
-            if step % cfg.ckpt_every == 0 or step == cfg.steps:
+            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 save(step)
     model.eval()
     with torch.no_grad():
