@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from ttlab.common.duration import parse_duration
 from ttlab.drive.evaluate import EvalConfig, evaluate, held_out
 from ttlab.drive.presets import TRAIN_PRESETS
 from ttlab.drive.stats import choose_checkpoint
@@ -95,8 +96,8 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     t0, load0 = time.perf_counter(), os.getloadavg()
     cfg = TRAIN_PRESETS[args.preset]()
-    minutes = cfg.time_limit if args.minutes is None else args.minutes
-    cfg = dataclasses.replace(cfg, time_limit=minutes, seed=args.seed, root=args.root, show_progress=False,
+    minutes = parse_duration(cfg.time_limit) / 60 if args.minutes is None else args.minutes
+    cfg = dataclasses.replace(cfg, time_limit=f"{minutes:g}m" if minutes > 0 else "", seed=args.seed, root=args.root, show_progress=False,
                               run_name=args.run_name or f"selfplay_{time.strftime('%Y%m%d_%H%M%S')}",
                               log_every=10, checkpoint_every=50)
     if args.steps:

@@ -25,7 +25,7 @@ def test_time_limit_stops_training_early_with_a_checkpoint(tmp_path):
     cfg = debug()
     cfg.root, cfg.run_name = str(tmp_path), "t"
     cfg.total_agent_steps = 100 * 2 * 4 * 16  # 100 updates of budget
-    cfg.time_limit = 1e-6  # minutes: out of time after the first update
+    cfg.time_limit = "0.001s"  # out of time after the first update
     seen = []
     out = train(cfg, on_log=lambda update, m: seen.append((update, m["charts/agent_steps"])))
     assert out["update"] == 1 and seen == [(1, 2 * 4 * 16)]
@@ -40,7 +40,7 @@ def test_selfplay_trains_exactly_the_task_self_play_eval_measures():
     assert ev == dataclasses.replace(cfg.env, reuse_obs=False, max_agents=ALL_LOGGED)
     assert (cfg.env.goal_behavior, cfg.env.k_trials, cfg.env.control_mode) == ("trial", 1, "all")
     assert cfg.env.collision_behavior == cfg.env.offroad_behavior == "remove"
-    assert cfg.time_limit == 60.0 and cfg.device == "cpu"
+    assert cfg.time_limit == "60m" and cfg.device == "cpu"
 
 
 def test_selfplay_preset_runs_an_update(tmp_path):
@@ -53,9 +53,9 @@ def test_selfplay_preset_runs_an_update(tmp_path):
 def test_schedule_progress_follows_the_wall_clock_when_a_time_limit_ends_the_run_first():
     from ttlab.drive.ppo import schedule_progress
     assert schedule_progress(0, 100) == 0.0 and schedule_progress(99, 100) == 1.0
-    assert schedule_progress(10, 1000, elapsed_s=30.0, time_limit_min=1.0) == 0.5  # time is further along
-    assert schedule_progress(500, 1000, elapsed_s=6.0, time_limit_min=1.0) == 500 / 999  # steps are
-    assert schedule_progress(10, 1000, elapsed_s=600.0, time_limit_min=1.0) == 1.0  # clipped
+    assert schedule_progress(10, 1000, elapsed_s=30.0, time_limit_s=60.0) == 0.5  # time is further along
+    assert schedule_progress(500, 1000, elapsed_s=6.0, time_limit_s=60.0) == 500 / 999  # steps are
+    assert schedule_progress(10, 1000, elapsed_s=600.0, time_limit_s=60.0) == 1.0  # clipped
 
 
 def test_lr_end_anneals_the_optimizer_learning_rate_linearly(tmp_path):
@@ -126,7 +126,7 @@ def test_selfplay_yield_is_selfplay_with_the_benchmark_overrides():
 
     want = selfplay()
     want.ppo.lr_end, want.scenarios = 0.0, "procedural:n=2048,agents=8"
-    want.policy.partner_encoder, want.env.reward_conflict, want.time_limit = "kinematic", -0.05, 59.0
+    want.policy.partner_encoder, want.env.reward_conflict, want.time_limit = "kinematic", -0.05, "59m"
     assert selfplay_yield() == want and TRAIN_PRESETS["selfplay_yield"] is selfplay_yield
 
 

@@ -95,13 +95,13 @@ def annealed(start: float, end: float | None, frac: float) -> float:
     return start + (end - start) * f
 
 
-def schedule_progress(update: int, total: int, elapsed_s: float = 0.0, time_limit_min: float = 0.0) -> float:
+def schedule_progress(update: int, total: int, elapsed_s: float = 0.0, time_limit_s: float = 0.0) -> float:
     """How far training is, in [0, 1], for the lr / entropy schedules: the update count over the budget, or, with a
     wall-time limit, the elapsed share of it when that is further along (a time-limited run stops long before
     its step budget, and a schedule on steps alone would then never reach its end value)."""
     frac = update / max(1, total - 1)
-    if time_limit_min > 0:
-        frac = max(frac, elapsed_s / (60.0 * time_limit_min))
+    if time_limit_s > 0:
+        frac = max(frac, elapsed_s / time_limit_s)
     return min(max(frac, 0.0), 1.0)
 
 

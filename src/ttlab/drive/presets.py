@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ttlab.drive.demo import CARLA
+from ttlab.common.data import SHARED_PREFIX, shared_data_file
 from ttlab.drive.policy import PolicyConfig
 from ttlab.drive.ppo import PPOConfig
 from ttlab.drive.sim.env import EnvConfig
@@ -154,7 +154,7 @@ def selfplay() -> TrainConfig:
                       partner_slots=8, road_slots=64),
         scenarios="procedural:n=256,agents=8", policy=PolicyConfig(core="mlp", embed=64, hidden=128),
         ppo=PPOConfig(lr=1e-3, update_epochs=2, num_minibatches=4), rollout_steps=64,
-        total_agent_steps=60_000_000, time_limit=60.0, device="cpu")
+        total_agent_steps=60_000_000, time_limit="60m", device="cpu")
 
 
 TRAIN_PRESETS["selfplay"] = selfplay
@@ -171,7 +171,7 @@ def selfplay_yield() -> TrainConfig:
     cfg.ppo.lr_end = 0.0
     cfg.policy.partner_encoder = "kinematic"
     cfg.env.reward_conflict = -0.05
-    cfg.time_limit = 59.0
+    cfg.time_limit = "59m"
     return cfg
 
 
@@ -181,9 +181,17 @@ TRAIN_PRESETS["selfplay_yield"] = selfplay_yield
 # The real scene we have (CARLA Town02, Waymo-format JSON), split by vehicle: even-numbered vehicles are trained on
 # (one scene per ego, cropped to it and its 7 nearest others, which replay their logs), odd-numbered ones are held
 # out: never an ego in training (they appear there only as logged partners).
-REAL_TRAIN = f"{CARLA}?egos=even&split=each&view=8&repeat=16"
-REAL_HELD_OUT = f"{CARLA}?egos=odd"  # the whole town, the held-out vehicles drive, the others replay their logs
-REAL_HELD_OUT_EACH = f"{CARLA}?egos=odd&split=each"  # one held-out ego per scene, everyone else replays the log
+REAL_SCENE = "carla_town02_womd.json"  # in the shared data folder (ttlab.common.data)
+REAL_TRAIN = "egos=even&split=each&view=8&repeat=16"
+REAL_HELD_OUT = "egos=odd"  # the whole town, the held-out vehicles drive, the others replay their logs
+REAL_HELD_OUT_EACH = "egos=odd&split=each"  # one held-out ego per scene, everyone else replays the log
+
+
+def real_scene(selection: str) -> str:
+    """The scene source of the real scene with an ego selection (`REAL_TRAIN`, ...); a one-line error when the
+    shared data folder does not hold it."""
+    shared_data_file(REAL_SCENE)  # a one-line error now when the shared data folder lacks it
+    return f"{SHARED_PREFIX}{REAL_SCENE}?{selection}"
 
 
 def selfplay_real() -> TrainConfig:
@@ -194,8 +202,8 @@ def selfplay_real() -> TrainConfig:
     (`benchmarks/drive_selfplay.py --preset selfplay_real`). The budget: 13M agent-steps took about 45 minutes of one CPU thread on a loaded 2-core machine
     (load average 7; about 5k agent-steps per second, plus 4 minutes generating the scenes)."""
     cfg = selfplay_yield()
-    cfg.scenarios = f"procedural:n=2048,agents=8;{REAL_TRAIN}"
-    cfg.time_limit = 0.0
+    cfg.scenarios = f"procedural:n=2048,agents=8;{real_scene(REAL_TRAIN)}"
+    cfg.time_limit = ""
     cfg.total_agent_steps = 13_000_000
     return cfg
 

@@ -22,6 +22,7 @@ import torch
 from ttlab.common.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from ttlab.common.config import from_dict, to_dict
 from ttlab.common.device import resolve_device, seed_everything
+from ttlab.common.duration import parse_duration
 from ttlab.common.logging import Logger, console, progress
 from ttlab.common.runs import make_run_dir
 from ttlab.drive.policy import PolicyConfig, build_policy
@@ -82,9 +83,9 @@ class TrainConfig:
     """Fraction of envs in which every controlled agent but the first is driven by a co-player."""
     show_progress: bool = True
     """Show a progress bar (on a terminal)."""
-    time_limit: float = 0.0
-    """Stop after this many minutes of training (0 = none), with a checkpoint, even if budget is left. The
-    behaviour-cloning warm start (bc_ticks) counts toward it."""
+    time_limit: str = ""
+    """Stop after this much training wall time (e.g. 59m, 1.5h; empty: none), with a checkpoint, even if budget is
+    left. The behaviour-cloning warm start (bc_ticks) counts toward it."""
     bc_ticks: int = 0
     """Behaviour-cloning warm start (`drive.bc`, memoryless policies): before PPO, drive the env this many ticks
     with the log-tracking expert and fit the policy (actions) and critic (returns) to it. 0 = none."""
@@ -93,6 +94,10 @@ class TrainConfig:
     bc_dagger: int = 0
     """DAgger rounds after the first fit: the policy drives `bc_ticks` ticks, the expert labels the states it
     visited, the aggregate is fitted again (`bc_epochs`). 0 = plain behaviour cloning."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.time_limit, (int, float)):  # a config.json from before durations: minutes
+            self.time_limit = f"{self.time_limit:g}m" if self.time_limit > 0 else ""
 
 
 def env_horizon(env) -> int:
@@ -193,6 +198,7 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
         raise ValueError(f"reward_schedule_start must be in [0, 1), got {cfg.reward_schedule_start}")
     if cfg.reward_collision_end is not None and cfg.env.reward_conditioning:
         raise ValueError("reward_collision_end: env.reward_conditioning draws its own weights per episode")
+    limit_s = parse_duration(cfg.time_limit)
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
     env = env if env is not None else make_env(cfg.env, cfg.scenarios, device, cfg.seed)
@@ -238,7 +244,7 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
                 policy.eval()
                 batch = rollout.collect()
                 policy.train()
-                frac = schedule_progress(update, total, time.perf_counter() - t_start, cfg.time_limit)
+                frac = schedule_progress(update, total, time.perf_counter() - t_start, limit_s)
                 ppo_cfg.ent_coef = annealed(cfg.ppo.ent_coef, cfg.ppo.ent_coef_end, frac)
                 if cfg.reward_collision_end is not None:
                     env.set_reward_weights(cfg.env.reward_goal, collision_penalty(cfg, frac), cfg.env.reward_offroad)
@@ -249,7 +255,7 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
                 update += 1
                 agent_steps += per_update
                 bar.advance(1)
-                out_of_time = cfg.time_limit > 0 and time.perf_counter() - t_start > 60 * cfg.time_limit
+                out_of_time = limit_s > 0 and time.perf_counter() - t_start > limit_s
                 if update % cfg.log_every == 0 or update == total or out_of_time:
                     now = time.perf_counter()
                     dt = max(now - t_log, 1e-9)
@@ -271,19 +277,8 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
                 if cfg.keep_every > 0 and update % cfg.keep_every == 0:
                     _save(run, policy, opt, cfg, horizon, update, agent_steps, f"update_{update:06d}")
                 if out_of_time:
-                    console.print(f"time limit {cfg.time_limit} min reached at update {update}/{total}")
+                    console.print(f"time limit {cfg.time_limit} reached at update {update}/{total}")
                     break
     finally:
         logger.close()
     return {**last, "update": update, "agent_steps": agent_steps, "run_dir": str(run.path)}
-
-
-def main(argv: list[str]) -> int:
-    from ttlab.common.config import parse_config
-    from ttlab.drive.presets import TRAIN_PRESETS
-
-    cfg = parse_config(TrainConfig, TRAIN_PRESETS, argv, prog="ttlab drive train", default_preset="default")
-    out = train(cfg)
-    keys = [k for k in ("env/score", "env/goal_rate", "losses/approx_kl", "charts/SPS") if k in out]
-    console.print(f"done: {out['run_dir']} update {out['update']} " + " ".join(f"{k}={out[k]:.4g}" for k in keys))
-    return 0
