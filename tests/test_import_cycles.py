@@ -132,6 +132,10 @@ def test_discover_has_no_import_cycles_even_through_imports_inside_functions():
     assert cycles(import_graph("ttlab.discover")) == []
 
 
+def test_the_whole_package_has_no_import_cycles():
+    assert cycles(import_graph("ttlab")) == []
+
+
 DEFERRED_ON_PURPOSE = {("ttlab.discover.cli", "ttlab.discover.llm.trainer")}
 """(importer, imported) pairs of ttlab modules imported inside a function, each with a comment saying why."""
 

@@ -40,6 +40,7 @@ BAD_INPUTS = [
     (["drive", "train", "--nonsense", "3"], "ttlab drive train: error: Unrecognized options: --nonsense"),
     (["drive", "train", "--scenarios", "procedural:n=oops"], "ttlab drive train: error: scenario source"),
     (["drive", "train", "--device", "tpu"], "ttlab drive train: error: --device 'tpu'"),
+    (["drive", "train", "--preset", "debug", "--time-limit", "59"], "ttlab drive train: error: --time-limit '59'"),
     (["drive", "eval", "--mode", "nope"], "ttlab drive eval: error: invalid choice 'nope'"),
     (["drive", "eval", "--checkpoint", "/nonexistent/ck"], "ttlab drive eval: error: checkpoint metadata not found"),
     (["drive", "render", "--actions", "x"], "ttlab drive render: error: invalid choice 'x'"),

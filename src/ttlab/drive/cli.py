@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from ttlab.common.cli import dispatch
 from ttlab.common.config import parse_config
+from ttlab.common.logging import console
+from ttlab.drive.evaluate import EvalConfig, evaluate
+from ttlab.drive.evaluate import main as eval_main
+from ttlab.drive.presets import TRAIN_PRESETS
+from ttlab.drive.scenarios.convert_cmd import main as convert_main
 from ttlab.drive.sim.env import GoalBehaviour
+from ttlab.drive.train import TrainConfig, train
 
 
 @dataclass
@@ -42,7 +47,7 @@ class RenderConfig:
     """A policy drives instead (`--actions` is then ignored): a checkpoint stem or `pretrained:<name>`, e.g.
     pretrained:selfplay. The rollout is `ttlab drive eval` with a video: one episode of env 0; its metrics are
     written beside the video (.json)."""
-    mode: str = "self_play"
+    mode: Literal["self_play", "human_replay"] = "self_play"
     """With --checkpoint: self_play (every vehicle is the policy's) | human_replay (one ego, the others replay their
     logs, `--k-trials` trials)."""
 
@@ -74,35 +79,30 @@ def render_main(argv: list[str]) -> int:
 
 def _render_policy(cfg: RenderConfig) -> int:
     """A checkpoint's policy drives the scene for one episode (`ttlab drive eval` with a video)."""
-    from ttlab.common.checkpoint import CheckpointError
-    from ttlab.drive.evaluate import EvalConfig, evaluate
-
-    if cfg.mode not in ("self_play", "human_replay"):
-        print(f"ttlab drive render: --mode {cfg.mode!r}: expected self_play or human_replay")
-        return 2
     scenes = f"procedural:n=1,agents=8,seed={cfg.seed + 1000}" if cfg.scene == "procedural" else cfg.scene
     out = Path(cfg.out)
-    try:
-        m = evaluate(EvalConfig(checkpoint=cfg.checkpoint, mode=cfg.mode, scenarios=scenes, num_envs=1, episodes=1,
-                                k_trials=cfg.k_trials if cfg.mode == "human_replay" else None, seed=cfg.seed,
-                                device=cfg.device, out=out.with_suffix(".json"), video=out))
-    except (ValueError, FileNotFoundError, CheckpointError) as e:  # bad input: one line
-        print(f"ttlab drive render: {e}", file=sys.stderr)
-        return 2
+    m = evaluate(EvalConfig(checkpoint=cfg.checkpoint, mode=cfg.mode, scenarios=scenes, num_envs=1, episodes=1,
+                            k_trials=cfg.k_trials if cfg.mode == "human_replay" else None, seed=cfg.seed,
+                            device=cfg.device, out=out.with_suffix(".json"), video=out))
     print(f"wrote {out} ({cfg.mode}, goal rate {m['trial_0_goal_rate']:.3f}, "
           f"collision {m['trial_0_collision_rate']:.3f}, offroad {m['trial_0_offroad_rate']:.3f})")
+    return 0
+
+
+def train_main(argv: list[str]) -> int:
+    cfg = parse_config(TrainConfig, TRAIN_PRESETS, argv, prog="ttlab drive train", default_preset="default")
+    out = train(cfg)
+    keys = [k for k in ("env/score", "env/goal_rate", "losses/approx_kl", "charts/SPS") if k in out]
+    console.print(f"done: {out['run_dir']} update {out['update']} " + " ".join(f"{k}={out[k]:.4g}" for k in keys))
     return 0
 
 
 COMMANDS: dict = {
     # name: (handler(argv) -> int, one-line help); commands are added as they are built.
     "render": (render_main, "render a top-down video of a procedural or JSON scene (logs or random actions)"),
-    "convert": (lambda argv: __import__("ttlab.drive.scenarios.convert_cmd", fromlist=["main"]).main(argv),
-                "convert a folder of Waymo/GPUDrive JSON scenes into a fast-loading scenario cache"),
-    "train": (lambda argv: __import__("ttlab.drive.train", fromlist=["main"]).main(argv),
-              "train a policy with PPO (--preset default|adaptive_k2|adaptive_k4|hidden_goal|debug)"),
-    "eval": (lambda argv: __import__("ttlab.drive.evaluate", fromlist=["main"]).main(argv),
-             "evaluate a checkpoint: self_play | human_replay | trial (trial_k_score, ada_delta); JSON + video"),
+    "convert": (convert_main, "convert a folder of Waymo/GPUDrive JSON scenes into a fast-loading scenario cache"),
+    "train": (train_main, f"train a policy with PPO (--preset {'|'.join(TRAIN_PRESETS)})"),
+    "eval": (eval_main, "evaluate a checkpoint: self_play | human_replay | trial (trial_k_score, ada_delta); JSON + video"),
 }
 
 
