@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from ttlab.drive.demo import CARLA
+from ttlab.common.data import shared_data_file
 from ttlab.drive.evaluate import EvalConfig, evaluate
 from ttlab.drive.scenarios.pool import load_scenarios
 from ttlab.drive.scenarios.waymo_json import ScenarioRepairWarning
@@ -51,7 +51,7 @@ def run(checkpoint: str, scene: Path, egos: str, k: int, episodes: int, greedy: 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--checkpoint", default="pretrained:selfplay")
-    ap.add_argument("--scene", type=Path, default=CARLA)
+    ap.add_argument("--scene", type=Path, default=shared_data_file("carla_town02_womd.json", required=False))
     ap.add_argument("--k", type=int, default=3, help="trials per episode")
     ap.add_argument("--episodes", type=int, default=2, help="episodes per scene (per ego)")
     ap.add_argument("--threads", type=int, default=1)

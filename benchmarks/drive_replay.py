@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from PIL import Image, ImageDraw
 
-from ttlab.drive.demo import CARLA
+from ttlab.common.data import shared_data_file
 from ttlab.drive.evaluate import EvalConfig, env_config
 from ttlab.drive.presets import TRAIN_PRESETS
 from ttlab.drive.replay import track_log
@@ -94,7 +94,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--preset", default="selfplay_yield", help="the training preset whose env is evaluated")
     ap.add_argument("--procedural", default="procedural:n=256,agents=8,seed=1000")
-    ap.add_argument("--json", nargs="*", type=Path, default=[CARLA] if CARLA.is_file() else [],
+    ap.add_argument("--json", nargs="*", type=Path, default=[p for p in [shared_data_file("carla_town02_womd.json", required=False)] if p],
                     help="Waymo-format JSON scenes (default: the CARLA Town02 sample)")
     ap.add_argument("--envs", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)

@@ -214,12 +214,12 @@ def test_ego_selection_options_parse_and_bad_ones_name_the_source():
 
 @needs_carla
 def test_town02_held_out_vehicles_never_drive_in_the_training_views(town):
-    from ttlab.drive.presets import REAL_HELD_OUT, REAL_TRAIN
+    from ttlab.drive.presets import REAL_HELD_OUT, REAL_TRAIN, real_scene
     from ttlab.drive.scenarios.pool import load_scenarios
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ScenarioRepairWarning)
-        train, held = load_scenarios(REAL_TRAIN), load_scenarios(REAL_HELD_OUT)
+        train, held = load_scenarios(real_scene(REAL_TRAIN)), load_scenarios(real_scene(REAL_HELD_OUT))
     assert len(train) == 16 * 16 and all(s.num_agents == 8 and int((~s.expert).sum()) == 1 for s in train)
     # the views' egos are the even vehicles: match each view's ego to the town's vehicle by its logged track
     ego_ids = set()

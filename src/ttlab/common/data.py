@@ -83,3 +83,14 @@ def repo_relative(path: str | Path) -> str:
         except ValueError:
             pass
     return str(path)
+
+
+SHARED_PREFIX = "$" + ENV_VAR + "/"
+"""How a portable path names a file of the shared data folder (in presets, checkpoints and result files)."""
+
+
+def expand_shared(path: str) -> str:
+    """`$TTLAB_SHARED_DATA/x` -> the located shared data folder's x (whether or not the variable is set)."""
+    if path.startswith(SHARED_PREFIX):
+        return str(shared_data_dir() / path[len(SHARED_PREFIX):])
+    return path

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ttlab.common.data import expand_shared
 from ttlab.drive.scenarios.types import Scenario, ScenarioPool
 
 
@@ -182,7 +183,7 @@ def load_scenarios(source: str | Path | ProceduralSpec) -> list[Scenario]:
         return select(load_scenarios(path), EgoSelection.parse(query, source))
     if isinstance(source, str) and source.split(":", 1)[0] == "procedural":
         return ProceduralSpec.parse(source).scenes()
-    path = Path(source)
+    path = Path(expand_shared(str(source)))
     if path.is_dir():
         from ttlab.drive.scenarios.cache import INDEX, load_cache
 
