@@ -1,0 +1,188 @@
+"""A program reaches only what it is given: no host socket through a socket pair, no RAM outside the memory
+limit through SysV IPC, no file of the host outside its view, no other program through execve.
+
+Each test is the attack as a program would write it; it asserts the attack failed and that an ordinary
+program (numpy, scipy, the standard library, fork, a process pool) still works.
+"""
+
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from ttlab.discover.sandbox import Job, Limits, SandboxPool
+
+LIM = Limits(wall_s=6.0, memory_mb=1536, fsize_mb=8, tmp_mb=16)
+OK = "import numpy as np\ndef solve(parent, budget_s, seed):\n    return np.full(8, 0.5)\n"
+REPO = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("TTLAB_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="module")
+def pool():
+    p = SandboxPool(2, LIM)
+    yield p
+    p.close()
+
+
+def _run(pool, code, limits=None):
+    res = pool.submit(Job(code, entry=None), limits).result(timeout=120)
+    assert pool.submit(Job(OK)).result(timeout=120).ok  # the pool still works
+    return res
+
+
+@pytest.fixture
+def host_dgram_socket():
+    """A root-owned datagram listener at a path in the project checkout (world-writable, as /dev/log is)."""
+    d = Path(tempfile.mkdtemp(prefix=".reach-", dir=REPO))
+    os.chmod(d, 0o755)
+    path = d / "host.sock"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    srv.bind(str(path))
+    os.chmod(path, 0o777)
+    srv.settimeout(0.5)
+    try:
+        yield srv, str(path)
+    finally:
+        srv.close()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_socket_pair_cannot_reach_a_host_datagram_socket(pool, host_dgram_socket):
+    srv, path = host_dgram_socket
+    code = (
+        "import ctypes, os, socket, struct\n"
+        f"target = {path!r}\n"
+        "try:\n"
+        "    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+        "    a.sendto(b'hello-from-sandbox-python uid=%d' % os.getuid(), target)\n"
+        "    print('SENT python')\n"
+        "except OSError as e:\n"
+        "    print('python refused', e.errno)\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "sv = (ctypes.c_int * 2)()\n"
+        "if libc.socketpair(1, 2, 0, sv) != 0:\n"  # AF_UNIX, SOCK_DGRAM
+        "    print('socketpair refused', ctypes.get_errno())\n"
+        "else:\n"
+        "    addr = struct.pack('H', 1) + target.encode() + b'\\0'\n"
+        "    msg = b'hello-from-sandbox-ctypes'\n"
+        "    n = libc.sendto(sv[0], msg, len(msg), 0, addr, len(addr))\n"
+        "    print('SENT ctypes' if n > 0 else 'sendto refused %d' % ctypes.get_errno())\n"
+    )
+    r = _run(pool, code)
+    got = []
+    try:
+        while True:
+            got.append(srv.recv(256))
+    except (TimeoutError, OSError):
+        pass
+    assert not got, got
+    assert "SENT" not in r.stdout, r.stdout
+    if pool.caps["seccomp"]:
+        assert "python refused 13" in r.stdout and "socketpair refused 13" in r.stdout  # EACCES from the filter
+
+
+def test_socket_families_other_than_inet_are_refused(pool):
+    if not pool.caps["seccomp"]:
+        pytest.skip("no seccomp filter on this machine")
+    code = (
+        "import socket\n"
+        "for name, fam in [('unix', 1), ('netlink', 16), ('packet', 17), ('vsock', 40), ('inet', 2), ('inet6', 10)]:\n"
+        "    try:\n        socket.socket(fam, socket.SOCK_DGRAM).close()\n        print('made', name)\n"
+        "    except OSError as e:\n        print('refused', name, e.errno)\n"
+    )
+    r = _run(pool, code)
+    for name in ("unix", "netlink", "packet", "vsock"):
+        assert f"refused {name} 13" in r.stdout, r.stdout
+    assert "made inet" in r.stdout  # an AF_INET socket exists, in an empty network namespace
+
+
+def test_sysv_shared_memory_cannot_hold_ram_beyond_the_limit(pool):
+    """shmget + shmat + touch + shmdt, eight times 128 MiB under a 768 MiB limit: once detached, a segment is
+    counted by neither RLIMIT_AS nor the resident-memory watchdog."""
+    code = (
+        "import ctypes, time\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "libc.shmat.restype = ctypes.c_void_p\n"
+        "held = 0\n"
+        "for i in range(8):\n"
+        "    sid = libc.shmget(0, 128 * 2**20, 0o1600)\n"  # IPC_PRIVATE, IPC_CREAT | 0600
+        "    if sid < 0:\n        print('shmget refused', ctypes.get_errno())\n        break\n"
+        "    p = libc.shmat(sid, None, 0)\n"
+        "    if p in (None, ctypes.c_void_p(-1).value):\n        print('shmat refused', ctypes.get_errno())\n        break\n"
+        "    ctypes.memset(p, 1, 128 * 2**20)\n"
+        "    libc.shmdt(ctypes.c_void_p(p))\n"
+        "    held += 1\n"
+        "print('HELD', held)\n"
+        "print('msgget', libc.msgget(0, 0o1600), ctypes.get_errno())\n"
+        "print('semget', libc.semget(0, 1, 0o1600), ctypes.get_errno())\n"
+    )
+    r = _run(pool, code, Limits(wall_s=20.0, memory_mb=768))
+    assert "HELD 8" not in r.stdout, r.stdout
+    if pool.caps["seccomp"]:
+        assert "shmget refused 1" in r.stdout and "msgget -1 1" in r.stdout and "semget -1 1" in r.stdout
+
+
+def test_host_files_outside_the_view_are_invisible(pool):
+    """The project checkout, the shared data, the committed results, home directories and /etc are not there;
+    the interpreter, numpy, scipy and the standard library are."""
+    secret = REPO / "tests" / "discover" / f".reach-secret-{uuid.uuid4().hex}.txt"
+    secret.write_text("ttlab-secret\n")
+    os.chmod(secret, 0o644)
+    targets = [str(secret), str(Path(__file__)), str(REPO / "pyproject.toml"), str(REPO / "benchmarks" / "results"),
+               str(SHARED / "erdos_reference.json"), str(Path(sys.prefix).parent / "pyproject.toml"),
+               str(Path(sys.prefix).parent / "src"), "/etc/passwd", "/home", "/root/.bashrc", "/usr/bin/env"]
+    code = (
+        "import os\n"
+        f"for t in {targets!r}:\n"
+        "    try:\n"
+        "        if os.path.isdir(t):\n            print('LISTED', t, len(os.listdir(t)))\n"
+        "        else:\n            print('READ', t, len(open(t, 'rb').read()))\n"
+        "    except OSError as e:\n        print('hidden', t, type(e).__name__)\n"
+        "import numpy as np, scipy.optimize, scipy.signal, sqlite3, decimal, lzma, bz2, hashlib, json\n"
+        "print('imports ok', np.linalg.norm(np.ones(4)))\n"
+        "open('/tmp/x', 'w').write('scratch')\nprint('tmp ok', open('/tmp/x').read())\n"
+    )
+    try:
+        r = _run(pool, code)
+    finally:
+        secret.unlink()
+    assert "READ" not in r.stdout and "LISTED" not in r.stdout, r.stdout
+    assert "imports ok 2.0" in r.stdout and "tmp ok scratch" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_no_program_but_the_sandbox_interpreter_runs(pool):
+    """execve of a system Python, a shell or the compiler is refused (so is the sandbox's own: nothing execs)."""
+    code = (
+        "import os, subprocess, sys\n"
+        "for argv in [['/usr/bin/python3.11', '-c', 'print(1)'], ['/bin/sh', '-c', 'echo 1'], ['/usr/bin/cc', '--version'],\n"
+        "             [sys.executable, '-c', 'print(1)']]:\n"
+        "    try:\n"
+        "        out = subprocess.run(argv, capture_output=True, timeout=5)\n"
+        "        print('RAN', argv[0], out.returncode)\n"
+        "    except OSError as e:\n        print('refused', argv[0], type(e).__name__)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    try:\n        os.execv('/usr/bin/python3.11', ['python3', '-c', 'print(\"EXECED\")'])\n"
+        "    except OSError as e:\n        print('execv refused', e.errno, flush=True)\n"
+        "    os._exit(3)\n"
+        "print('child', os.waitpid(pid, 0)[1] >> 8)\n"
+    )
+    r = _run(pool, code)
+    assert "RAN" not in r.stdout and "EXECED" not in r.stdout, r.stdout
+    assert "child 3" in r.stdout
+
+
+def test_ordinary_parallel_programs_still_work(pool):
+    code = (
+        "import numpy as np\nfrom concurrent.futures import ProcessPoolExecutor\nfrom multiprocessing import Pool\n"
+        "def sq(x):\n    return x * x\n"
+        "with ProcessPoolExecutor(2) as ex:\n    print('ppe', sum(ex.map(sq, range(10))))\n"
+        "with Pool(2) as p:\n    print('pool', sum(p.map(sq, range(10))))\n"
+    )
+    r = _run(pool, code, Limits(wall_s=20.0, memory_mb=1536))
+    assert "ppe 285" in r.stdout and "pool 285" in r.stdout, (r.stdout, r.stderr)
