@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ttlab.discover import sandbox, sandbox_confine
 from ttlab.discover.sandbox import Job, Limits, SandboxPool
 
 LIM = Limits(wall_s=6.0, memory_mb=1536, fsize_mb=8, tmp_mb=16)
@@ -186,3 +187,68 @@ def test_ordinary_parallel_programs_still_work(pool):
     )
     r = _run(pool, code, Limits(wall_s=20.0, memory_mb=1536))
     assert "ppe 285" in r.stdout and "pool 285" in r.stdout, (r.stdout, r.stderr)
+
+
+# ---- the view itself, its hook, and the machines that cannot build it -----------------------------------
+def _covered(path: Path, view: list[str]) -> bool:
+    return any(str(path) == p or str(path).startswith(p.rstrip("/") + "/") for p in view)
+
+
+def test_the_view_holds_the_installation_not_the_checkout():
+    view = sandbox_confine.view_paths()
+    assert _covered(Path(os.__file__).parent, view) and _covered(Path(np_file()).parent, view)
+    for private in (REPO, REPO / "src", Path(sys.prefix).parent / "src", SHARED, Path.home()):
+        assert not _covered(private, view), private  # the editable install's source dir is on sys.path, not in the view
+    assert not any(p in ("/", "/usr", "/etc", "/home", "/work") for p in view)
+
+
+def np_file() -> str:
+    import numpy
+
+    return numpy.__file__
+
+
+def test_an_exposed_directory_is_in_the_view_read_only_and_importable():
+    top = Path(tempfile.mkdtemp(prefix=".reach-", dir=REPO))
+    blocks = top / "blocks"
+    blocks.mkdir()
+    (top / "secret.txt").write_text("x")
+    (blocks / "blocks_demo.py").write_text("def twice(x):\n    return 2 * x\n")
+    os.chmod(top, 0o755)
+    code = (
+        "import os, blocks_demo\nprint('twice', blocks_demo.twice(21))\n"
+        f"try:\n    open({str(blocks / 'new.py')!r}, 'w')\n    print('WROTE')\nexcept OSError as e:\n    print('read-only', e.errno)\n"
+        f"print('siblings', os.listdir({str(top)!r}))\n"
+    )
+    try:
+        with SandboxPool(1, LIM, expose=(str(blocks),)) as p:
+            r = _run(p, code)
+            fsview = p.caps["fsview"]
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    assert "twice 42" in r.stdout and "WROTE" not in r.stdout, (r.stdout, r.stderr)
+    if fsview:  # only the exposed directory, not its parent's other entries
+        assert "siblings ['blocks']" in r.stdout
+
+
+def test_a_path_every_run_would_hide_cannot_be_exposed():
+    with pytest.raises(ValueError, match="lies under /tmp"):
+        SandboxPool(1, LIM, expose=("/tmp",))
+    with pytest.raises(ValueError, match="does not exist"):
+        SandboxPool(1, LIM, expose=(str(REPO / "no-such-dir"),))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("off,why", [(("fsview",), "turned off"), (("mountns",), "mount namespace")])
+def test_without_the_view_programs_still_run_and_the_warning_names_it(monkeypatch, off, why):
+    monkeypatch.setattr(sandbox, "_WARNED", set())
+    with pytest.warns(sandbox.SandboxWarning, match="fsview"):
+        p = SandboxPool(1, LIM, layers_off=off)
+    try:
+        assert not p.caps["fsview"] and why in p.caps["missing"]["fsview"]
+        r = _run(p, "import numpy, scipy.optimize\nprint('home', __import__('os').listdir('/home'))\n")
+    finally:
+        p.close()
+    assert "home" in r.stdout, (r.stdout, r.stderr)
+    if off == ("fsview",) and p.caps["mountns"]:  # the fallback still hides home directories
+        assert "home []" in r.stdout

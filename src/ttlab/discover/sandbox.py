@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ttlab.discover.sandbox_confine import SAFE_ENV
+from ttlab.discover.sandbox_confine import SAFE_ENV, check_exposable
 from ttlab.discover.sandbox_npy import NpyError, parse_npy
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
@@ -122,7 +122,7 @@ class Runner:
 
     def __init__(self, preload: bool = True, once: bool = False, layers_off: tuple[str, ...] = (),
                  expose: tuple[str, ...] = ()) -> None:
-        config = json.dumps({"layers_off": list(layers_off), "expose": [os.path.abspath(p) for p in expose]})
+        config = json.dumps({"layers_off": list(layers_off), "expose": [check_exposable(p) for p in expose]})
         args = ([sys.executable, "-s", str(RUNNER), "--config", config] + ([] if preload else ["--no-preload"])
                 + (["--once"] if once else []))
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,

@@ -180,14 +180,26 @@ def _outermost(paths):
     return out
 
 
+def check_exposable(path):
+    """An absolute path a caller may expose, or ValueError saying why not (it does not exist, or a run's own
+    /tmp, /dev/shm, /proc or the view's /dev would hide it)."""
+    p = os.path.abspath(path)
+    if not os.path.exists(p):
+        raise ValueError(f"expose: {p} does not exist")
+    for shadow in ("/tmp", "/var/tmp", "/dev", "/proc"):
+        if p == shadow or p.startswith(shadow + "/"):
+            raise ValueError(f"expose: {p} lies under {shadow}, which every run replaces with its own")
+    return p
+
+
 def view_paths(expose=()):
     """Host paths a program sees, each read-only at the same path: the installation's Python directories,
     the directories of the shared libraries the interpreter has mapped, and `expose` (paths a caller puts
     in the view on purpose, e.g. a library of building blocks)."""
-    extra = [os.path.abspath(p) for p in expose]
-    for p in extra:
-        if not os.path.exists(p):
-            raise OSError(errno.ENOENT, f"exposed path {p} does not exist")
+    try:
+        extra = [check_exposable(p) for p in expose]
+    except ValueError as e:
+        raise OSError(errno.EINVAL, str(e)) from e
     paths = _outermost(_python_dirs() | _mapped_dirs() | set(extra))
     if "/" in paths:
         raise OSError(errno.EINVAL, "the view would contain the whole host root")
