@@ -252,3 +252,16 @@ def test_without_the_view_programs_still_run_and_the_warning_names_it(monkeypatc
     assert "home" in r.stdout, (r.stdout, r.stderr)
     if off == ("fsview",) and p.caps["mountns"]:  # the fallback still hides home directories
         assert "home []" in r.stdout
+
+
+def test_an_installation_under_a_replaced_directory_cannot_make_a_view(monkeypatch):
+    """A site directory under /tmp would be hidden by every run's own /tmp: no view (the layer is reported
+    missing and the host-tree fallback is used) rather than a view without the packages."""
+    site = Path(tempfile.mkdtemp(dir="/tmp")) / "site-packages"
+    site.mkdir()
+    try:
+        monkeypatch.setattr(sys, "path", [*sys.path, str(site)])
+        with pytest.raises(OSError, match="lies under /tmp"):
+            sandbox_confine.view_paths()
+    finally:
+        shutil.rmtree(site.parent)

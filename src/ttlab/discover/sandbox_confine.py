@@ -180,15 +180,22 @@ def _outermost(paths):
     return out
 
 
+SHADOWED = ("/tmp", "/var/tmp", "/dev", "/proc")
+"""Directories the view or each run replaces with its own: nothing under them can be put in the view."""
+
+
+def _shadow_of(path):
+    return next((d for d in SHADOWED if path == d or path.startswith(d + "/")), None)
+
+
 def check_exposable(path):
-    """An absolute path a caller may expose, or ValueError saying why not (it does not exist, or a run's own
-    /tmp, /dev/shm, /proc or the view's /dev would hide it)."""
+    """An absolute path a caller may expose, or ValueError saying why not (it does not exist, or it lies under
+    a directory every run replaces: /tmp, /var/tmp, /dev, /proc)."""
     p = os.path.abspath(path)
     if not os.path.exists(p):
         raise ValueError(f"expose: {p} does not exist")
-    for shadow in ("/tmp", "/var/tmp", "/dev", "/proc"):
-        if p == shadow or p.startswith(shadow + "/"):
-            raise ValueError(f"expose: {p} lies under {shadow}, which every run replaces with its own")
+    if _shadow_of(p):
+        raise ValueError(f"expose: {p} lies under {_shadow_of(p)}, which every run replaces with its own")
     return p
 
 
@@ -203,6 +210,9 @@ def view_paths(expose=()):
     paths = _outermost(_python_dirs() | _mapped_dirs() | set(extra))
     if "/" in paths:
         raise OSError(errno.EINVAL, "the view would contain the whole host root")
+    for p in paths:
+        if _shadow_of(p):  # e.g. a venv in /tmp: each run's own /tmp would hide it
+            raise OSError(errno.EINVAL, f"{p} is needed in the view but lies under {_shadow_of(p)}, which every run replaces")
     return paths
 
 
