@@ -2,8 +2,6 @@
 one (after the task's normalisation) is a copy that never becomes a state, a best or a kept polish round."""
 
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,11 +13,10 @@ from ttlab.discover.provenance import Judge, Known, program_hash
 from ttlab.discover.puct import PUCTTree
 from ttlab.discover.tasks import get_task
 from ttlab.discover.tasks.base import COPY_TOL, coarsest_steps
-from ttlab.discover.tasks.erdos import ErdosTask, load_reference
+from ttlab.discover.tasks.erdos import ErdosTask, load_reference, reference_file
 
-REPO = Path(__file__).resolve().parents[2]
-REF = Path(os.environ.get("TTLAB_SHARED_DATA", REPO.parent / "shared" / "data")) / "erdos_reference.json"
-needs_ref = pytest.mark.skipif(not REF.is_file(), reason="shared reference constructions not present")
+REF = reference_file()
+needs_ref = pytest.mark.skipif(REF is None, reason="shared reference data absent (set TTLAB_SHARED_DATA)")
 
 
 def _returns(h: np.ndarray) -> str:

@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from ttlab.common.data import shared_data_dir
 from ttlab.discover import sandbox, sandbox_confine
 from ttlab.discover.sandbox import Job, Limits, SandboxPool
 
 LIM = Limits(wall_s=6.0, memory_mb=1536, fsize_mb=8, tmp_mb=16)
 OK = "import numpy as np\ndef solve(parent, budget_s, seed):\n    return np.full(8, 0.5)\n"
 REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("TTLAB_SHARED_DATA", REPO.parent / "shared" / "data"))
+SHARED = shared_data_dir()
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +137,7 @@ def test_host_files_outside_the_view_are_invisible(pool):
     os.chmod(secret, 0o644)
     targets = [str(secret), str(Path(__file__)), str(REPO / "pyproject.toml"), str(REPO / "benchmarks" / "results"),
                str(SHARED / "erdos_reference.json"), str(Path(sys.prefix).parent / "pyproject.toml"),
-               str(Path(sys.prefix).parent / "src"), "/etc/passwd", "/home", "/root/.bashrc", "/usr/bin/env"]
+               str(Path(sys.prefix).parent / "src"), "/etc/passwd", "/home", str(Path.home() / ".bashrc"), "/usr/bin/env"]
     code = (
         "import os\n"
         f"for t in {targets!r}:\n"

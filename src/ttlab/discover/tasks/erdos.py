@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ttlab.common.data import shared_data_file
 from ttlab.discover.tasks.base import Task, VerifyResult, as_float_array, coarsest_steps, invalid
 
 AE_BAR = 0.380924
@@ -199,10 +200,8 @@ class ErdosTask(Task):
 
 
 def reference_file() -> Path | None:
-    """`erdos_reference.json` in $TTLAB_SHARED_DATA, else in `shared/data` beside the checkout; None if absent."""
-    base = os.environ.get("TTLAB_SHARED_DATA") or Path(__file__).resolve().parents[4].parent / "shared" / "data"
-    path = Path(base) / "erdos_reference.json"
-    return path if path.is_file() else None
+    """`erdos_reference.json` of the shared data folder (`ttlab.common.data`), None when absent."""
+    return shared_data_file("erdos_reference.json", required=False)
 
 
 def load_reference(path: str | Path) -> list[dict]:
