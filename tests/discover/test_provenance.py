@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from ttlab.discover.loop import SearchConfig, run_search
-from ttlab.discover.polish import PolishConfig, run_polish
+from ttlab.discover.config import PolishConfig, SearchConfig
+from ttlab.discover.loop import run_search
+from ttlab.discover.polish import run_polish
 from ttlab.discover.proposers import Proposal, Proposer
 from ttlab.discover.provenance import Judge, Known, program_hash
 from ttlab.discover.puct import PUCTTree
@@ -144,7 +145,7 @@ class CopyProposer(Proposer):
 @needs_ref
 def test_search_never_takes_a_copy_as_a_state_or_a_best(tmp_path):
     record = load_reference(REF)[-1]["h"]
-    cfg = SearchConfig(budget="90s", program_budget_s=2.0, grace_s=5.0, init_states=2, states_per_step=2,
+    cfg = SearchConfig(time_limit="90s", program_budget_s=2.0, grace_s=5.0, init_states=2, states_per_step=2,
                        samples_per_state=1, max_steps=1, workers=2, memory_mb=1536, root=str(tmp_path), run_name="c")
     rec = run_search(cfg, proposer=CopyProposer(record), log=lambda *_: None)
     assert rec["score"] > 0.39  # the best is still an initial state, not the copied record
@@ -163,13 +164,13 @@ def test_search_never_takes_a_copy_as_a_state_or_a_best(tmp_path):
 
 @needs_ref
 def test_polish_never_keeps_a_copied_reference(tmp_path, monkeypatch):
-    from ttlab.discover import proposers
+    from ttlab.discover import polish, proposers
 
     record = load_reference(REF)[-1]["h"]
-    copy = _returns(np.repeat(record, 2)).replace("SETTINGS", "") + "SETTINGS = {}\n"
-    monkeypatch.setattr(proposers, "library_programs", lambda task: {"copy": copy})
+    copy = _returns(np.repeat(record, 2)) + "SETTINGS = {}\n"
+    monkeypatch.setattr(polish, "library_programs", lambda task: {"copy": copy})
     out = tmp_path / "best.json"
-    rec = run_polish(PolishConfig(file=REF, name="haugland_2016", program="copy", budget="12s", round_s=4.0,
+    rec = run_polish(PolishConfig(file=REF, name="haugland_2016", program="copy", time_limit="12s", round_s=4.0,
                                   out=out), log=lambda *_: None)
     assert rec["score"] > 0.3809  # still Haugland's 0.380927, not the copied 0.380875
     rounds = rec["history"][1:]
