@@ -214,3 +214,32 @@ def test_update_probe_sees_rewarded_completions_gain_log_prob(tiny_dir, tmp_path
     assert np.isfinite(m["learn/dlogp_pos"]) and np.isfinite(m["learn/dlogp_neg"])
     assert m["learn/dlogp_pos"] > m["learn/dlogp_neg"]
     assert m["learn/dlogp_pos"] > 0
+
+
+def test_every_rollout_records_its_program_and_parent_and_a_copy_earns_nothing(tiny_dir, tmp_path, monkeypatch):
+    """A third of the completions return a construction the task already knows (a refined, reversed copy of the
+    published record, or of the tree's first root when the reference data is absent): each is logged as a copy,
+    counts as a failed sample and never becomes a state."""
+    from ttlab.discover.provenance import program_hash
+    from ttlab.discover.tasks.erdos import load_reference, reference_file
+
+    tr = Trainer(cfg_for(tiny_dir, tmp_path, "p", states_per_step=2, rollouts_per_state=6), log=lambda *_: None)
+    ref = reference_file()
+    copied = load_reference(ref)[-1]["h"] if ref else tr.tree.nodes["s0"].array()
+    copy = ("import numpy as np\nH = np.array(" + repr([float(x) for x in np.repeat(copied[::-1], 2)]) + ")\n"
+            "def solve(parent, budget_s, seed):\n    return H\n")
+    monkeypatch.setattr(trainer_mod, "extract_code",
+                        lambda text: copy if len(text.encode("utf-8", "replace")) % 3 == 0 else fake_extract(text))
+    try:
+        chosen = {s.id for s in tr.tree.select(2)}
+        m = tr.step()
+    finally:
+        tr.close()
+    lines = [json.loads(x) for x in (tr.run.path / "samples.jsonl").read_text().splitlines()]
+    assert len(lines) == 12 and all(x["parent"] == x["state"] in chosen and len(x["program"]) == 16 for x in lines)
+    copies = [x for x in lines if x["program"] == program_hash(copy)]
+    if not ref:  # the root's own rollouts rediscover it (same lineage); the other state's copy it
+        copies = [x for x in copies if x["state"] != "s0"]
+    assert copies and all(x["verdict"] == "copy" and x["valid"] and not x["counted"] for x in copies)
+    assert m["rollout/copy_rate"] == pytest.approx(len(copies) / 12)
+    assert all(n.program != program_hash(copy) for n in tr.tree.nodes.values())

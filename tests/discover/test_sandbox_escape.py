@@ -288,16 +288,20 @@ def test_pool_results_verify_like_before(pool):
     assert r.ok and get_task("erdos").verify(r.output).valid and np.all(r.output == 0.5)
 
 
-def test_sysv_shared_memory_does_not_outlive_the_run(pool):
-    if not pool.caps["mountns"]:
-        pytest.skip("no private namespaces on this machine")
-    key = int(uuid.uuid4().int % 2**30) + 1
-    code = (
-        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-        f"shm = libc.shmget({key}, 8 * 2**20, 0o1666)\n"  # IPC_CREAT | 0666, 8 MiB of RAM outside RLIMIT_AS
-        "print('shmget', shm, ctypes.get_errno())\n"
-    )
-    r = _run(pool, code, entry=None)
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_sysv_shared_memory_does_not_outlive_the_run():
+    """The seccomp filter refuses SysV IPC (test_sandbox_reach.py); with the filter off, the run's private IPC
+    namespace still destroys a segment with the run."""
+    with SandboxPool(1, LIM, layers_off=("seccomp",)) as p:
+        if not p.caps["mountns"]:
+            pytest.skip("no private namespaces on this machine")
+        key = int(uuid.uuid4().int % 2**30) + 1
+        code = (
+            "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            f"shm = libc.shmget({key}, 8 * 2**20, 0o1666)\n"  # IPC_CREAT | 0666, 8 MiB of RAM outside RLIMIT_AS
+            "print('shmget', shm, ctypes.get_errno())\n"
+        )
+        r = _run(p, code, entry=None)
     assert "shmget" in r.stdout and "shmget -1" not in r.stdout  # the segment was created (inside the run)
     with open("/proc/sysvipc/shm") as f:
         keys = [int(line.split()[0]) for line in f.readlines()[1:] if line.split()]

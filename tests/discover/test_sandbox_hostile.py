@@ -101,7 +101,9 @@ def test_gigabyte_of_output(pool):
 
 
 def test_huge_result_array(pool):
-    r = _run(pool, "import numpy as np\ndef solve(p, b, s):\n    return np.ones(50_000_000)\n")
+    # the first 400 MB a fresh runner's child touches take ~3 s on a loaded 2-core box: a wall limit above that
+    r = _run(pool, "import numpy as np\ndef solve(p, b, s):\n    return np.ones(50_000_000)\n",
+             limits=Limits(wall_s=20.0, memory_mb=1536, fsize_mb=8))
     assert r.status in ("output_limit", "memory_limit") and not r.ok
 
 
@@ -198,8 +200,9 @@ def test_parent_is_passed_as_plain_array(pool):
 
 
 def test_run_program_fresh_interpreter_and_temp_dir_removed(tmp_path):
-    r = run_program("import os\ndef solve(p, b, s):\n    print(os.getcwd())\n    return [1.0]\n", limits=LIM,
-                    preload=False, base_dir=str(tmp_path))
+    # the child imports numpy and scipy itself here (2-3 s on a loaded 2-core box): a wall limit above that
+    r = run_program("import os\ndef solve(p, b, s):\n    print(os.getcwd())\n    return [1.0]\n",
+                    limits=Limits(wall_s=20.0, memory_mb=1536, fsize_mb=8), preload=False, base_dir=str(tmp_path))
     assert r.ok and list(tmp_path.iterdir()) == []
 
 

@@ -132,3 +132,5 @@ def test_seccomp_program_assembles_with_every_denied_call():
     code, n = seccomp_program()
     assert len(code) == 8 * n and n < 256 and n > len(DENY_EPERM)
     assert DENY_EPERM["unshare"] == 272 and DENY_EPERM["setns"] == 308 and DENY_EPERM["io_uring_setup"] == 425
+    assert DENY_EPERM["execve"] == 59 and DENY_EPERM["execveat"] == 322
+    assert {DENY_EPERM[k] for k in ("shmget", "shmat", "semget", "msgget")} == {29, 30, 64, 68}

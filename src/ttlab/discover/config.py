@@ -118,6 +118,9 @@ class SearchConfig:
     """Continue the run in runs/discover/<run_name> from its tree.json."""
     max_steps: int = 0
     """Stop after this many steps (0: only the time limit stops the run)."""
+    known: tuple[str, ...] = ()
+    """Construction files (any format `ttlab discover verify` reads) whose constructions count as known besides
+    the task's published references: a result equal to one after normalisation is a copy and earns nothing."""
 
 
 @dataclass
@@ -149,6 +152,9 @@ class PolishConfig:
     settings: str = ""
     """JSON object overriding the program's SETTINGS, e.g. '{"objective": "scaled", "tau0": 1e-7}'. The
     configurations the results quote are presets (`--preset hop`, `scaled`, `scaled_4800`)."""
+    known: tuple[str, ...] = ()
+    """Construction files (any format `ttlab discover verify` reads) whose constructions count as known besides
+    the task's published references: a result equal to one after normalisation is a copy and earns nothing."""
 
 
 @dataclass
@@ -293,7 +299,11 @@ class TrainConfig:
     no grad) and log the mean per-token change for samples with positive and negative advantage
     (`learn/dlogp_pos`, `learn/dlogp_neg`): does the update move the policy towards the rewarded programs?"""
     log_samples: bool = True
-    """Append every rollout (text, parsed, valid, score, message) to samples.jsonl in the run directory."""
+    """Append every rollout (text, parsed, valid, score, message, program hash, parent, verdict) to samples.jsonl
+    in the run directory."""
+    known: tuple[str, ...] = ()
+    """Construction files (any format `ttlab discover verify` reads) whose constructions count as known besides
+    the task's published references: a result equal to one after normalisation is a copy and earns nothing."""
 
 
 FLAT_POLICY_KEYS = ("model", "lora_rank", "lora_alpha", "target_modules", "grad_checkpointing", "max_new_tokens",

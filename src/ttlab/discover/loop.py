@@ -2,8 +2,11 @@
 
 Each step selects `states_per_step` states, asks the proposer for `samples_per_state` programs each, runs
 them in the bounded sandbox pool, verifies every returned construction with the task (the only source of
-scores), records each expansion (failed ones too) in the tree, flushes, and saves `tree.json` and
-`best.json` atomically. `--resume` reloads the tree from the run directory and continues.
+scores), judges where it came from (`provenance.py`: a copy of a published reference, of a `--known` file
+or of another lineage's state is recorded, earns nothing and never becomes a state), records each
+expansion (failed ones too) in the tree, flushes, and saves `tree.json` and `best.json` atomically;
+`results.jsonl` gets one line per evaluated program (parent, program hash, status, score, verdict).
+`--resume` reloads the tree from the run directory and continues.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ttlab.discover.advantages import group_advantages
 from ttlab.discover.config import SearchConfig
 from ttlab.discover.llm.http_proposer import HTTPProposer
 from ttlab.discover.proposers import LibraryProposer, Proposer, library_programs, read_settings
+from ttlab.discover.provenance import Judge, Known, program_hash
 from ttlab.discover.puct import PUCTTree
 from ttlab.discover.sandbox import Job, Limits, SandboxPool, batch_deadline_s, result_within
 from ttlab.discover.tasks import get_task
@@ -39,7 +43,8 @@ def best_record(task: Task, tree: PUCTTree) -> dict:
     out = {"task": task.name, "valid": res.valid, "score": res.score, "reward": res.reward,
            "message": res.message, "node_id": node.id, "depth": node.depth,
            "higher_is_better": task.higher_is_better, "best_known": task.best_known,
-           "construction": node.array().tolist(), "code": node.code}
+           "construction": node.array().tolist(), "code": node.code,
+           "provenance": {"program": node.program or program_hash(node.code), "parent": node.parent_id}}
     if task.name == "erdos" and res.valid:
         c, ok, msg = exact_c5_bounded(node.array())  # worker with a deadline, cached: paid once per new best
         out["exact"] = {"c5": float(c) if c is not None else None, "feasible": ok, "message": msg,
@@ -113,6 +118,7 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
     budget = parse_duration(cfg.time_limit) or float("inf")
     task = get_task(cfg.task)
     proposer = proposer or make_proposer(cfg)  # before the run dir: a bad flag leaves nothing behind
+    known = Known.for_task(task, cfg.known)
     run = make_run_dir("discover", cfg, cfg.run_name, cfg.root, cfg.resume)
     tree_path = run.file("tree.json")
     if cfg.resume and tree_path.exists():
@@ -129,8 +135,10 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
     t0 = time.time()
     evals = valid_n = 0
     limits = Limits(wall_s=cfg.program_budget_s + cfg.grace_s, memory_mb=cfg.memory_mb)
+    judge = Judge(task, known)
     with SandboxPool(cfg.workers, limits) as pool:
         log(f"sandbox: {pool.caps}; run dir {run.path}")
+        log(f"provenance: {len(known)} known constructions ({', '.join(known.labels()) or 'none'})")
         steps = 0
         while True:
             left = budget - (time.time() - t0)
@@ -142,25 +150,36 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
             pb = max(0.5, min(cfg.program_budget_s, left / rounds - 1.0))
             futs = [pool.submit(Job(p.code, tree.nodes[p.state_id].array(), pb, seed=cfg.seed * 100003 + tree.total + i),
                                 Limits(wall_s=pb + cfg.grace_s, memory_mb=cfg.memory_mb)) for i, p in enumerate(props)]
-            rewards, valids, groups, fails = [], [], [], {}
+            rewards, valids, groups, fails, lines = [], [], [], {}, []
             deadline = time.monotonic() + batch_deadline_s(len(futs), cfg.workers, Limits(wall_s=pb + cfg.grace_s))
             for p, f in zip(props, futs, strict=True):
                 sr = result_within(f, deadline - time.monotonic())
                 evals += 1
                 vr = task.verify(sr.output, sr.reported_score) if sr.ok else VerifyResult(False, float("nan"), 0.0, {}, sr.reason)
+                prov = (judge.judge(tree, p.state_id, vr.construction, p.code) if vr.valid
+                        else judge.failed(p.state_id, p.code))
                 tree.record_expansion(p.state_id)
-                if vr.valid:
+                node = None
+                if prov.verdict == "new":
+                    node = tree.add_child(p.state_id, vr.construction, vr.reward, vr.score, p.code, sr.stdout,
+                                          prov.program)
+                elif prov.verdict == "same":
+                    tree.credit(p.state_id, vr.reward)
+                if prov.counted:
                     valid_n += 1
-                    tree.add_child(p.state_id, vr.construction, vr.reward, vr.score, p.code, sr.stdout)
                 else:
-                    key = sr.status if not sr.ok else "invalid"
+                    key = "copy" if prov.verdict == "copy" else sr.status if not sr.ok else "invalid"
                     fails[key] = fails.get(key, 0) + 1
-                rewards.append(vr.reward)
-                valids.append(vr.valid)
+                rewards.append(vr.reward if prov.counted else 0.0)
+                valids.append(prov.counted)
                 groups.append(p.state_id)
+                lines.append({"step": tree.step, **prov.record(), "status": sr.status, "valid": vr.valid,
+                              "score": vr.score if vr.valid else None, "node": node.id if node else None})
             adv, keep = group_advantages(np.array(rewards), np.array(valids), groups)
             tree.flush()
             tree.save(tree_path)
+            with open(run.file("results.jsonl"), "a") as fh:  # after the tree: a kill loses lines, never doubles them
+                fh.writelines(json.dumps(x) + "\n" for x in lines)
             rec = best_record(task, tree)
             atomic_write_text(run.file("best.json"), json.dumps(rec) + "\n")
             steps += 1

@@ -3,9 +3,12 @@
 A library optimiser program (default: the Erdős minimax SLP) runs in the sandbox in rounds of `round_s`
 seconds, each round starting from the best construction so far. Every returned construction is re-verified
 by the task (the program's own numbers are never used); a round's result is kept only when the verified
-score improves, and the best construction is written (atomically) after every improving round, so a kill
-loses at most the round in flight. For Erdős the final construction is checked in exact rational
-arithmetic, and `--claim` checks a claimed bound exactly.
+score improves and it is not a known construction (`provenance.py`: a round that returns, after the task's
+normalisation, a published reference, a `--known` construction or the start itself is recorded as a copy
+and never kept), and the best construction is written (atomically) after every improving round, so a kill
+loses at most the round in flight. The record names the program's hash and the start it was polished from.
+For Erdős the final construction is checked in exact rational arithmetic, and `--claim` checks a claimed
+bound exactly.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from fractions import Fraction
 import numpy as np
 
 from ttlab.common.checkpoint import atomic_write_text
+from ttlab.common.data import repo_relative
 from ttlab.common.duration import parse_duration
 from ttlab.common.errors import UserError
 from ttlab.discover.config import PolishConfig
 from ttlab.discover.constructions import load_constructions
 from ttlab.discover.proposers import library_programs, read_settings, render
+from ttlab.discover.provenance import Known, program_hash
 from ttlab.discover.sandbox import Limits, run_program
 from ttlab.discover.tasks import get_task
 from ttlab.discover.tasks.erdos import check_record, exact_c5
@@ -95,6 +100,8 @@ def run_polish(cfg: PolishConfig, log=print) -> dict:
         raise UserError("--time-limit: polish needs a time limit (e.g. 5m)")
     name, best, best_score = pick(task, load_constructions(cfg.file), cfg.name)
     start_score = best_score
+    known = Known.for_task(task, cfg.known)
+    known.add(f"start:{name}", best)
     if cfg.upsample > 1:
         best = np.repeat(best, cfg.upsample)
         res = task.verify(best)
@@ -113,6 +120,7 @@ def run_polish(cfg: PolishConfig, log=print) -> dict:
                              f"got {cfg.settings!r}")
         settings.update(extra)
     code = render(src, settings)
+    provenance = {"program": program_hash(code), "parent": name, "file": repo_relative(cfg.file)}
     sign = -1.0 if task.higher_is_better else 1.0
     log(f"polish {task.name}: {name} (n={best.size}) verified {best_score:.10f}; program {cfg.program}, "
         f"budget {budget:.0f}s in rounds of {cfg.round_s:.0f}s -> {cfg.out}")
@@ -131,11 +139,18 @@ def run_polish(cfg: PolishConfig, log=print) -> dict:
         if sr.ok:
             vr = task.verify(sr.output)
             entry["score"] = vr.score if vr.valid else None
-            if vr.valid and sign * (vr.score - best_score) < 0:
+            copy_of = known.match(task.normal_forms(vr.construction)) if vr.valid else None
+            if copy_of is not None:
+                entry["verdict"] = "same" if copy_of == f"start:{name}" else "copy"
+                entry["copy_of"] = copy_of
+            elif vr.valid:
+                entry["verdict"] = "new"
+            if vr.valid and copy_of is None and sign * (vr.score - best_score) < 0:
                 best, best_score = np.asarray(vr.construction, dtype=np.float64), vr.score
                 entry["kept"] = True
                 cfg.out.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_text(cfg.out, json.dumps(record(task, best, best_score, history + [entry], "")) + "\n")
+                atomic_write_text(cfg.out, json.dumps(record(task, best, best_score, history + [entry], "")
+                                                      | {"provenance": provenance}) + "\n")
             elif not vr.valid:
                 entry["reason"] = vr.message
         else:
@@ -143,7 +158,8 @@ def run_polish(cfg: PolishConfig, log=print) -> dict:
         history.append(entry)
         log(f"round {r}: {sr.status} {entry.get('score')} {'kept' if entry['kept'] else ''}  best {best_score:.12f}")
     rec = record(task, best, best_score, history, cfg.claim)
-    rec.update({"start": {"name": name, "score": start_score}, "elapsed_s": round(time.time() - t0, 1)})
+    rec.update({"start": {"name": name, "score": start_score}, "provenance": provenance,
+                "elapsed_s": round(time.time() - t0, 1)})
     cfg.out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(cfg.out, json.dumps(rec) + "\n")
     ex = rec.get("exact")

@@ -41,6 +41,8 @@ class Node:
     children: list[str] = field(default_factory=list)
     created: int = 0
     shape: list[int] = field(default_factory=list)
+    program: str = ""
+    """Hash of the program that produced it (`provenance.program_hash`; '' for a root)."""
 
     def array(self) -> np.ndarray:
         return np.asarray(self.construction, dtype=np.float64).reshape(self.shape or [-1])
@@ -81,7 +83,8 @@ class PUCTTree:
         self.step = 0
 
     # ---- building ----
-    def _new(self, x: np.ndarray, reward: float, score: float, parent: Node | None, code: str, stdout: str) -> Node | None:
+    def _new(self, x: np.ndarray, reward: float, score: float, parent: Node | None, code: str, stdout: str,
+             program: str = "") -> Node | None:
         key = construction_key(x)
         if key in self.keys:
             return None
@@ -89,7 +92,8 @@ class PUCTTree:
         self.counter += 1
         a = np.asarray(x, dtype=np.float64)
         node = Node(nid, a.ravel().tolist(), float(reward), float(score), parent.id if parent else None, code,
-                    stdout[-2000:], parent.depth + 1 if parent else 0, created=self.step, shape=list(a.shape))
+                    stdout[-2000:], parent.depth + 1 if parent else 0, created=self.step, shape=list(a.shape),
+                    program=program)
         self.nodes[nid] = node
         self.keys[key] = nid
         return node
@@ -112,13 +116,18 @@ class PUCTTree:
             self.nodes[a].n += 1
         self.total += 1
 
-    def add_child(self, parent_id: str, x: np.ndarray, reward: float, score: float, code: str = "",
-                  stdout: str = "") -> Node | None:
-        """Add a verified child (None when it duplicates a known state). Call `record_expansion` too."""
+    def credit(self, parent_id: str, reward: float) -> None:
+        """A valid child's reward reaches its parent's Q (also when the child is not kept as a new state)."""
         parent = self.nodes[parent_id]
         pb = parent.best_child
         parent.best_child = float(reward) if pb is None else max(pb, float(reward))
-        node = self._new(x, reward, score, parent, code, stdout)
+
+    def add_child(self, parent_id: str, x: np.ndarray, reward: float, score: float, code: str = "",
+                  stdout: str = "", program: str = "") -> Node | None:
+        """Add a verified child (None when it duplicates a known state). Call `record_expansion` too."""
+        parent = self.nodes[parent_id]
+        self.credit(parent_id, reward)
+        node = self._new(x, reward, score, parent, code, stdout, program)
         if node is not None:
             parent.children.append(node.id)
         return node

@@ -3,9 +3,10 @@
 Layering (see `sandbox_runner.py` and `sandbox_confine.py` for what happens inside):
 
     run_program / SandboxPool  (this process: request, deadlines, strict parsing of the reply)
-        -> Runner (a `python sandbox_runner.py` process: subreaper, own net namespace, numpy preloaded)
-            -> forked child per program (own session, private mount namespace, rlimits, own uid,
-               no_new_privs, seccomp filter, scrubbed env)
+        -> Runner (a `python sandbox_runner.py` process: subreaper, own net namespace, numpy preloaded,
+                   then pivoted into the minimal root: interpreter, packages, system libraries, read-only)
+            -> forked child per program (own session, private mount/IPC namespaces, rlimits, own uid,
+               no_new_privs, seccomp filter (no execve, no Unix sockets, no SysV IPC), scrubbed env)
 
 Trust boundary: the program's output (stdout/stderr tails, its result array, its error/claimed score)
 comes back through anonymous files the RUNNER created and holds, framed on the runner's reply pipe; this
@@ -38,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from ttlab.discover.sandbox_confine import SAFE_ENV, check_exposable
 from ttlab.discover.sandbox_npy import NpyError, parse_npy
 
 RUNNER = Path(__file__).with_name("sandbox_runner.py")
@@ -110,33 +112,21 @@ def _warn_missing(caps: dict) -> None:
                           SandboxWarning, stacklevel=3)
 
 
-def _runner_env(layers_off: tuple[str, ...] = ()) -> dict[str, str]:
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "NUMEXPR_NUM_THREADS": "1",
-        "VECLIB_MAXIMUM_THREADS": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    if layers_off:
-        env["TTLAB_SANDBOX_LAYERS_OFF"] = ",".join(layers_off)
-    return env
-
-
 class RunnerBroken(Exception):
     """The runner died, hung past a deadline, or sent a malformed reply (it is then killed)."""
 
 
 class Runner:
-    """One runner process. `preload=True` is the pre-forked zygote (numpy/scipy already imported)."""
+    """One runner process. `preload=True` is the pre-forked zygote (numpy/scipy already imported); `expose`:
+    host paths put in the programs' view read-only at the same path (directories also on sys.path)."""
 
-    def __init__(self, preload: bool = True, once: bool = False, layers_off: tuple[str, ...] = ()) -> None:
-        args = [sys.executable, "-s", str(RUNNER)] + ([] if preload else ["--no-preload"]) + (["--once"] if once else [])
+    def __init__(self, preload: bool = True, once: bool = False, layers_off: tuple[str, ...] = (),
+                 expose: tuple[str, ...] = ()) -> None:
+        config = json.dumps({"layers_off": list(layers_off), "expose": [check_exposable(p) for p in expose]})
+        args = ([sys.executable, "-s", str(RUNNER), "--config", config] + ([] if preload else ["--no-preload"])
+                + (["--once"] if once else []))
         self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=_runner_env(layers_off), cwd="/", start_new_session=True, bufsize=0)
+                                     env=dict(SAFE_ENV), cwd="/", start_new_session=True, bufsize=0)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in, self._out = self.proc.stdin.fileno(), self.proc.stdout.fileno()
         os.set_blocking(self._in, False)
@@ -332,15 +322,18 @@ def _run_on(runner: Runner, code: str, parent, limits: Limits, entry, budget_s, 
 
 def run_program(code: str, *, parent: np.ndarray | None = None, entry: str | None = "auto",
                 budget_s: float = 5.0, seed: int = 0, limits: Limits = Limits(), preload: bool = True,
-                base_dir: str | None = None, layers_off: tuple[str, ...] = ()) -> SandboxResult:
+                base_dir: str | None = None, layers_off: tuple[str, ...] = (),
+                expose: tuple[str, ...] = ()) -> SandboxResult:
     """Run one program in a fresh runner (an interpreter start + imports, then the isolated fork).
 
     `entry="auto"` calls `solve(parent, budget_s, seed)` when the program defines it, else the seed's
     contract `run(seed, budget_s) -> (h_values, c5_bound, n_points)`; "solve"/"run" force one; with
     `entry=None` the script just runs (its own `result.npy` in its work dir, if any, is returned).
+    `expose`: extra host paths the program sees read-only (see `Runner`); `layers_off`: confinement layers
+    not to use (tests, benchmarks), each named in a `SandboxWarning`.
     """
     try:
-        runner = Runner(preload=preload, once=True, layers_off=layers_off)
+        runner = Runner(preload=preload, once=True, layers_off=layers_off, expose=expose)
     except (RuntimeError, OSError) as e:
         return SandboxResult(False, "sandbox_error", f"sandbox runner failed to start: {e}"[:500])
     _warn_missing(runner.caps)
@@ -387,16 +380,19 @@ class SandboxPool:
 
     `submit` returns a Future that resolves to a SandboxResult (the pool never raises for a program);
     at most `workers` programs run at once, the rest wait. A runner that dies, hangs or misbehaves is
-    killed and replaced, so one hostile program never takes the pool down.
+    killed and replaced, so one hostile program never takes the pool down. `expose` puts extra host paths in
+    every program's view, read-only (a directory also goes on sys.path): the hook for a module of building
+    blocks programs may import, e.g. `SandboxPool(expose=("src/ttlab/discover/library",))`.
     """
 
     def __init__(self, workers: int = 2, limits: Limits = Limits(), preload: bool = True,
-                 base_dir: str | None = None, layers_off: tuple[str, ...] = (), backstop_s: float = BACKSTOP_S) -> None:
+                 base_dir: str | None = None, layers_off: tuple[str, ...] = (), backstop_s: float = BACKSTOP_S,
+                 expose: tuple[str, ...] = ()) -> None:
         if workers < 1:
             raise ValueError(f"SandboxPool: workers must be >= 1, got {workers}")
         self.workers, self.limits, self.preload, self.base_dir = workers, limits, preload, base_dir
         self.backstop_s = backstop_s
-        self.layers_off = tuple(layers_off)
+        self.layers_off, self.expose = tuple(layers_off), tuple(expose)
         self._idle: queue.Queue[Runner] = queue.Queue()
         self._all: list[Runner] = []
         self._lock = threading.Lock()
@@ -407,7 +403,7 @@ class SandboxPool:
         _warn_missing(self.caps)
 
     def _add_runner(self) -> None:
-        r = Runner(preload=self.preload, layers_off=self.layers_off)
+        r = Runner(preload=self.preload, layers_off=self.layers_off, expose=self.expose)
         with self._lock:
             self._all.append(r)
         self._idle.put(r)

@@ -1,20 +1,25 @@
 """The sandbox runner: a standalone script (no ttlab imports) that forks each program in isolation.
 
-Started by `ttlab.discover.sandbox` with a scrubbed environment and BLAS/OpenMP thread caps. At start it
+Started by `ttlab.discover.sandbox` with `sandbox_confine.SAFE_ENV` as its whole environment and its
+settings as one JSON argument (`--config`: layers turned off, paths exposed on purpose). At start it
 becomes a child subreaper (every orphaned descendant of a program is re-parented to it and can be found),
 moves itself into a fresh network namespace when the OS allows, probes the confinement layers of
-`sandbox_confine` once, and imports numpy/scipy (the pre-forked "zygote").
+`sandbox_confine` once, imports numpy/scipy (the pre-forked "zygote"), and then pivots into the minimal
+root (`sandbox_confine.build_view`, layer "fsview"): from then on neither the runner nor any program it
+forks has the host's file system, only the interpreter's directories, the installed packages, the
+system libraries and the exposed paths, all read-only.
 
 Per request (one JSON line on stdin: the code, the parent array, the limits) it creates four anonymous
 files it owns (memfds: stdout, stderr, meta, result) and forks a child that: starts a new session, puts
-the memfds on fds 1-4 and closes every other fd, enters a private mount namespace (fresh size-capped
-/tmp, /var/tmp, /dev/shm; /run, /home, /root hidden; /proc without other users' processes), sets rlimits
-(AS, CPU, FSIZE, NOFILE, NPROC, CORE=0), drops to a per-runner uid (root only), sets no_new_privs,
-installs the seccomp filter, clears the environment, and runs the program. The runner enforces the wall
-clock (SIGKILL to the group), kills and reaps every leftover descendant (escaped sessions included),
-then replies with one JSON header line followed by the four blobs, read from ITS OWN descriptors
-(bounded: the tail of stdout/stderr, the result only up to its cap). No path the program can change is
-ever opened by the runner or the parent; without a mount namespace the on-disk work dir is removed by
+the memfds on fds 1-4 and closes every other fd, enters private mount/IPC/UTS namespaces (fresh
+size-capped /tmp and /dev/shm; /proc without other users' processes), sets rlimits (AS, CPU, FSIZE,
+NOFILE, NPROC, CORE=0), drops to a per-runner uid (root only), sets no_new_privs, installs the seccomp
+filter (no execve from here on: the program runs in this forked interpreter, nothing else ever starts),
+resets the environment, and runs the program as `__main__`. The runner enforces the wall clock (SIGKILL to
+the group), kills and reaps every leftover descendant (escaped sessions included), then replies with one
+JSON header line followed by the four blobs, read from ITS OWN descriptors (bounded: the tail of
+stdout/stderr, the result only up to its cap). No path the program can change is ever opened by the
+runner or the parent; without a mount namespace the on-disk work dir is removed by
 `sandbox_cleanup.remove_tree` after every process of the run is dead.
 """
 
@@ -32,22 +37,14 @@ import sys
 import tempfile
 import time
 import traceback
+import types
 
 import sandbox_cleanup
 import sandbox_confine
 
 PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWNET = 0x40000000
-SAFE_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "LANG": "C.UTF-8",
-    "OMP_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "NUMEXPR_NUM_THREADS": "1",
-    "VECLIB_MAXIMUM_THREADS": "1",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
+SAFE_ENV = sandbox_confine.SAFE_ENV
 FD_META, FD_RESULT = 3, 4
 CHANNELS = ("stdout", "stderr", "meta", "result")
 META_CAP = 16384
@@ -59,8 +56,8 @@ PRELOAD = [
     "decimal", "statistics", "dataclasses", "typing", "copy", "warnings", "traceback", "re", "string",
     "operator", "numbers", "struct", "array", "ctypes", "inspect",
 ]
-"""Imported before privileges are dropped: with the Python installation unreadable to the sandbox uid
-(e.g. under /root, also hidden by the mount namespace), a program can import exactly these."""
+"""Imported once by the zygote, so a program's `import numpy` costs nothing. A program may import anything
+else the view holds: the standard library and the installed packages (never the project checkout)."""
 
 
 def preload_modules():
@@ -93,6 +90,24 @@ def setup_runner(layers_off):
             "no_new_privs": "no_new_privs" not in missing, "missing": missing}
 
 
+def setup_view(caps, layers_off, expose):
+    """Pivot the runner into the minimal root (layer "fsview"), after the zygote's imports. Without it the
+    programs keep the host's tree, read-only with /run, /home and /root hidden (named in the warning).
+    A failure after the pivot raises: the runner exits rather than run programs in a half-built root."""
+    caps["fsview"], caps["expose"] = False, [os.path.abspath(p) for p in expose]
+    if "fsview" in layers_off:
+        return
+    if not caps["mountns"]:
+        caps["missing"]["fsview"] = "needs the private mount namespace, which is missing"
+        return
+    try:
+        sandbox_confine.build_view(sandbox_confine.view_paths(expose))
+    except OSError as e:
+        caps["missing"]["fsview"] = str(e)[:300] or type(e).__name__
+        return
+    caps["fsview"] = caps["readonly_root"] = True
+
+
 # ---- the child ---------------------------------------------------------------------------------
 def child_main(req, fds, caps, workdir):
     """In the forked child: isolate, run the program, write the result. Never returns."""
@@ -113,9 +128,12 @@ def child_main(req, fds, caps, workdir):
         if not req.get("preloaded"):
             preload_modules()  # fresh-interpreter mode: the imports a program may need, before the uid drop
         if caps["mountns"]:
-            workdir = sandbox_confine.private_mounts(req["tmp_mb"], uid)
-            if caps["readonly_root"]:
+            workdir = sandbox_confine.private_mounts(req["tmp_mb"], uid, in_view=caps["fsview"])
+            if caps["readonly_root"] and not caps["fsview"]:
                 sandbox_confine.readonly_root()
+        if caps["fsview"]:  # only what exists in the view (no runner dir, no editable project path)
+            sys.path[:] = [p for p in sys.path if p and os.path.isdir(p)]
+        sys.path += [p for p in caps["expose"] if os.path.isdir(p) and p not in sys.path]
         os.chdir(workdir)
         limits = [
             (resource.RLIMIT_AS, req["mem_bytes"]),
@@ -224,7 +242,10 @@ def run_program(req):
     """Exec the program, call its entry, write the result to FD_RESULT. Returns the exit code."""
     import numpy as np
 
-    glb = {"__name__": "__main__", "__builtins__": __builtins__}
+    module = types.ModuleType("__main__")  # a real module: fork-based multiprocessing pickles its functions by name
+    module.__dict__["__builtins__"] = __builtins__
+    sys.modules["__main__"] = module
+    glb = module.__dict__
     src = req["code"]
     linecache.cache["program.py"] = (len(src), None, src.splitlines(True), "program.py")  # tracebacks show lines
     try:
@@ -468,12 +489,15 @@ def handle(req, caps):
 def main():
     global PARENT_PID
     PARENT_PID = os.getppid()
-    layers_off = set(filter(None, os.environ.get("TTLAB_SANDBOX_LAYERS_OFF", "").split(",")))
+    cfg = json.loads(sys.argv[sys.argv.index("--config") + 1]) if "--config" in sys.argv else {}
+    layers_off = set(cfg.get("layers_off", ()))
     caps = setup_runner(layers_off)
     preloaded = "--no-preload" not in sys.argv
     if preloaded:
         preload_modules()  # the zygote: every forked child inherits these imports
     import numpy  # noqa: F401  (handle() decodes the parent array)
+
+    setup_view(caps, layers_off, cfg.get("expose", ()))
 
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nothing but replies goes to the reply pipe

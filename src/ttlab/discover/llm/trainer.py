@@ -5,8 +5,10 @@ One step:
 2. build one prompt per state and sample `rollouts_per_state` completions each, in chunks of
    `gen_batch_size`; each chunk's programs go to the executor (local sandbox pool or Ray) as soon as they
    exist, so evaluation runs while the next chunk is generated;
-3. verify every returned construction with the task (the only source of scores), record expansions and
-   valid children in the tree;
+3. verify every returned construction with the task (the only source of scores), judge its provenance
+   (`provenance.py`: a copy of a published reference, a `--known` construction or another lineage's state
+   earns a failed sample's reward and never becomes a state), record expansions and new children in the
+   tree (each with its program hash and parent);
 4. advantages per group keyed by state id (`advantages.group_advantages`, entropic by default);
 5. the learn phase (`learn.py`): the importance-sampled PG loss with the KL penalty folded in (`loss.py`),
    gradient accumulation over micro-batches, one Adam step (beta2 = 0.95) on the LoRA weights only;
@@ -43,6 +45,7 @@ from ttlab.discover.llm.policy import LLMPolicy
 from ttlab.discover.llm.ray_executor import make_executor
 from ttlab.discover.llm.warmstart import warm_start
 from ttlab.discover.prompts import ANSWER_PREFIXES, PROMPT_FORMATS, PromptState, extract_code
+from ttlab.discover.provenance import Judge, Known, Provenance, program_hash
 from ttlab.discover.puct import PUCTTree
 from ttlab.discover.sandbox import Job, Limits, SandboxResult, batch_deadline_s, result_within
 from ttlab.discover.tasks import get_task
@@ -65,6 +68,7 @@ class Trainer:
         self.build_prompt = PROMPT_FORMATS[cfg.prompt_format]
         self.answer_prefix = ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))
         self.task = get_task(cfg.task)
+        self.judge = Judge(self.task, Known.for_task(self.task, cfg.known))
         self.device = resolve_device(cfg.device)
         if cfg.threads > 0:
             torch.set_num_threads(cfg.threads)
@@ -167,13 +171,21 @@ class Trainer:
             vr = (self.task.verify(sr.output, sr.reported_score) if sr.ok
                   else VerifyResult(False, float("nan"), 0.0, {}, f"{sr.status}: {sr.reason}"))
             results.append((sr, vr))
+        provs: list[Provenance] = []
         for (sr, vr), sid, code in zip(results, sids, codes, strict=True):
+            prov = (self.judge.judge(self.tree, sid, vr.construction, code or "") if vr.valid
+                    else self.judge.failed(sid, code or ""))
             self.tree.record_expansion(sid)
-            if vr.valid:
-                self.tree.add_child(sid, vr.construction, vr.reward, vr.score, code or "", sr.stdout if sr else "")
+            if prov.verdict == "new":
+                self.tree.add_child(sid, vr.construction, vr.reward, vr.score, code or "", sr.stdout if sr else "",
+                                    prov.program)
+            elif prov.verdict == "same":
+                self.tree.credit(sid, vr.reward)
+            provs.append(prov)
         t_eval = time.perf_counter() - t_gen_end
-        rewards = np.array([vr.reward for _, vr in results], dtype=np.float64)
-        valid = np.array([vr.valid for _, vr in results], dtype=bool)
+        rewards = np.array([vr.reward if pr.counted else 0.0 for (_, vr), pr in zip(results, provs, strict=True)],
+                           dtype=np.float64)
+        valid = np.array([pr.counted for pr in provs], dtype=bool)  # a copy is a failed sample
         adv, keep = group_advantages(rewards, valid, sids, cfg.advantage, cfg.fail_mode)
         adv_raw_max = float(np.abs(adv).max()) if adv.size else 0.0
         if cfg.adv_clip > 0:  # optional; the estimator is bounded
@@ -188,7 +200,7 @@ class Trainer:
         self.tree.flush()
         self.step_idx += 1
         gen_tokens = sum(g.completion_ids.numel() for g in gens)
-        scores = [vr.score for _, vr in results if vr.valid]
+        scores = [vr.score for (_, vr), pr in zip(results, provs, strict=True) if pr.counted]
         best_score = (max(scores) if self.task.higher_is_better else min(scores)) if scores else float("nan")
         m: dict[str, Any] = {
             "rollout/valid_rate": float(valid.mean()) if valid.size else 0.0,
@@ -196,6 +208,7 @@ class Trainer:
             "rollout/reward_best": float(rewards.max()) if rewards.size else 0.0,
             "rollout/score_best": best_score,
             "rollout/code_rate": float(np.mean([c is not None for c in codes])) if codes else 0.0,
+            "rollout/copy_rate": float(np.mean([pr.verdict == "copy" for pr in provs])) if provs else 0.0,
             "adv/beta_mean": float(np.mean(betas)) if betas else float("nan"),
             "adv/kept_frac": float(keep.mean()) if keep.size else 0.0,
             "adv/abs_max_raw": adv_raw_max,
@@ -220,11 +233,11 @@ class Trainer:
         # (and its stale line dropped by load()), never a saved step without its line
         if cfg.log_samples:  # every rollout's text and verdict, for reading what the model writes
             with open(self.run.file("samples.jsonl"), "a") as f:
-                for g, (_, vr), sid, code in zip(gens, results, sids, codes, strict=True):
+                for g, (_, vr), sid, code, pr in zip(gens, results, sids, codes, provs, strict=True):
                     f.write(json.dumps({"step": self.step_idx, "state": sid, "parsed": code is not None,
                                         "valid": vr.valid, "score": None if math.isnan(vr.score) else vr.score,
                                         "message": vr.message[:300], "tokens": int(g.completion_ids.numel()),
-                                        "text": g.text[:3000]}) + "\n")
+                                        **pr.record(), "text": g.text[:3000]}) + "\n")
         with open(self.run.file("metrics.jsonl"), "a") as f:
             f.write(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in m.items()}) + "\n")
         t0 = time.perf_counter()
@@ -276,6 +289,7 @@ class Trainer:
             atomic_write_text(self.run.file("best.json"), json.dumps(
                 {"task": self.task.name, "valid": res.valid, "score": res.score, "message": res.message,
                  "node_id": best.id, "construction": best.array().tolist(), "code": best.code,
+                 "provenance": {"program": best.program or program_hash(best.code), "parent": best.parent_id},
                  "step": self.step_idx}) + "\n")
         return self.run.checkpoints / name
 

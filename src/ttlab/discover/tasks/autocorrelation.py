@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ttlab.discover.tasks.base import Task, VerifyResult, as_float_array, invalid
+from ttlab.discover.tasks.base import Task, VerifyResult, as_float_array, coarsest_steps, invalid
 
 MAX_N = 100_000
 """Largest f accepted (AlphaEvolve's AC2 construction has 50,000 steps)."""
@@ -67,6 +67,13 @@ class _ACTask(Task):
 
     def initial_states(self, rng: np.random.Generator, k: int) -> list[np.ndarray]:
         return [rng.uniform(0.0, 1.0, self.n_init) for _ in range(k)]
+
+    def normal_forms(self, construction: np.ndarray) -> list[np.ndarray]:
+        """f scaled to max 1 (C1 and C2 are scale-free) on the fewest equal steps that represent the same
+        function, and its reversal f(-x) (the autoconvolution is reversed, its max and norms unchanged)."""
+        f = np.asarray(construction, dtype=np.float64)
+        g = coarsest_steps(f / f.max())
+        return [g, g[::-1].copy()]
 
 
 class AC1Task(_ACTask):

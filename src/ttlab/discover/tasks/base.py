@@ -4,7 +4,8 @@ returned construction is verified.
 A construction is ONE float array handed back by a sandboxed program (Erdős: h of shape (n,); AC1/AC2:
 f of shape (n,); circle packing: (n, 3) rows of (x, y, r)). `verify` recomputes every number from that
 array; a score the program reports is only compared with the recomputed one (`metrics["reported_gap"]`),
-never used.
+never used. `normal_forms` says when two constructions are the same one (the provenance check, see
+`ttlab.discover.provenance`); `references` lists the published constructions the task knows.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import numpy as np
 
 MAX_ELEMENTS = 1_000_000
 """Largest construction any task accepts (elements); bigger arrays are rejected before any arithmetic."""
+COPY_TOL = 1e-12
+"""Two normalised constructions of the same shape whose largest absolute difference is at most this are the
+same construction."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,24 @@ def as_float_array(output: Any, name: str = "construction") -> tuple[np.ndarray 
     return arr, ""
 
 
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def coarsest_steps(x: np.ndarray, tol: float = COPY_TOL) -> np.ndarray:
+    """The same step function on the fewest equal pieces: when x (n,) is constant within `tol` on every block
+    of d consecutive pieces, for the largest such divisor d of n, its (n/d,) block means; else a copy of x."""
+    n = x.shape[0]
+    for d in reversed(_divisors(n)):
+        if d == 1:
+            break
+        b = x.reshape(n // d, d)
+        if float(np.max(b.max(axis=1) - b.min(axis=1))) <= tol:
+            return b.mean(axis=1)
+    return np.array(x, dtype=np.float64)
+
+
 class Task(ABC):
     """A discovery problem. Subclasses are cheap to construct and hold no mutable state."""
 
@@ -84,6 +106,16 @@ class Task(ABC):
     @abstractmethod
     def verify(self, output: Any, reported_score: float | None = None) -> VerifyResult:
         """Recompute the score from `output`; never trust `reported_score` (only compare it)."""
+
+    def normal_forms(self, construction: np.ndarray) -> list[np.ndarray]:
+        """A valid construction as the verifier normalises it (first) and its images under the symmetries that
+        leave the score unchanged. Two constructions are the same when the first form of one equals (within
+        COPY_TOL) any form of the other. Default: the construction itself, no symmetry."""
+        return [np.asarray(construction, dtype=np.float64)]
+
+    def references(self) -> list[tuple[str, np.ndarray]]:
+        """(name, construction) of every published construction the task knows (none by default)."""
+        return []
 
     # ---- shared helpers ----
     def better(self, a: float, b: float) -> bool:

@@ -63,6 +63,18 @@ class CirclePackingTask(Task):
             out.append(np.stack([x, y, r], axis=1))
         return out
 
+    def normal_forms(self, construction: np.ndarray) -> list[np.ndarray]:
+        """The circles in a canonical order (by x, then y, rounded to 1e-9 so float noise cannot reorder them),
+        under each of the 8 symmetries of the square (the identity first): order and symmetry change neither
+        validity nor the sum of radii."""
+        c = np.asarray(construction, dtype=np.float64)
+        x, y, r = c[:, 0], c[:, 1], c[:, 2]
+        out = []
+        for u, v in ((x, y), (1 - x, y), (x, 1 - y), (1 - x, 1 - y), (y, x), (1 - y, x), (y, 1 - x), (1 - y, 1 - x)):
+            order = np.lexsort((np.round(v, 9), np.round(u, 9)))
+            out.append(np.stack([u[order], v[order], r[order]], axis=1))
+        return out
+
     def verify(self, output: Any, reported_score: float | None = None) -> VerifyResult:
         c, why = as_float_array(output, "circles")
         if c is None:

@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ttlab.discover.tasks.base import Task, VerifyResult, as_float_array, invalid
+from ttlab.common.data import shared_data_file
+from ttlab.discover.tasks.base import Task, VerifyResult, as_float_array, coarsest_steps, invalid
 
 AE_BAR = 0.380924
 """AlphaEvolve (2025) bound, the bar to beat."""
@@ -161,6 +162,20 @@ class ErdosTask(Task):
             out.append(np.clip(h, 0.0, 1.0))
         return out
 
+    def normal_forms(self, construction: np.ndarray) -> list[np.ndarray]:
+        """h rescaled as the verifier rescales it (sum n/2: the step function of integral 1 on [0, 2]), on the
+        fewest equal pieces that represent the same function (`coarsest_steps`: splitting every piece in k
+        changes neither the function nor C5), and its images under the two symmetries of C5: reversal
+        h(x) -> h(2 - x) and complement h -> 1 - h (which keeps the sum n/2 and the bounds); each maps the
+        correlation sequence of h and 1 - h onto itself reversed, so its maximum is unchanged."""
+        g = coarsest_steps(rescale(np.asarray(construction, dtype=np.float64)))
+        return [g, g[::-1].copy(), 1.0 - g, (1.0 - g)[::-1].copy()]
+
+    def references(self) -> list[tuple[str, np.ndarray]]:
+        """The published constructions in `erdos_reference.json` of the shared data dir, when it is there."""
+        path = reference_file()
+        return [(c["name"], c["h"]) for c in load_reference(path)] if path is not None else []
+
     def verify(self, output: Any, reported_score: float | None = None) -> VerifyResult:
         h, why = as_float_array(output, "h")
         if h is None:
@@ -182,6 +197,11 @@ class ErdosTask(Task):
         # h in rationals, and re-rescaling rounded floats can push a piece over 1 by an ulp
         res = VerifyResult(True, c5, 1.0 / (1e-8 + c5), {"n": float(n), "c5": c5}, f"C5 = {c5:.9f} (n={n})", h)
         return self.with_reported(res, reported_score)
+
+
+def reference_file() -> Path | None:
+    """`erdos_reference.json` of the shared data folder (`ttlab.common.data`), None when absent."""
+    return shared_data_file("erdos_reference.json", required=False)
 
 
 def load_reference(path: str | Path) -> list[dict]:
