@@ -166,11 +166,16 @@ def build_pool(scenarios: list[Scenario], device: torch.device | str = "cpu", ma
 
 
 def load_scenarios(source: str | Path | ProceduralSpec) -> list[Scenario]:
-    """Scenes from a procedural spec, a cache directory (index.json), a JSON directory or one JSON file."""
+    """Scenes from a procedural spec, a crossing spec ('crossing:n=..,seed=..'), a cache directory (index.json), a
+    JSON directory or one JSON file."""
     if isinstance(source, ProceduralSpec):
         return source.scenes()
     if isinstance(source, str) and source.split(":", 1)[0] == "procedural":
         return ProceduralSpec.parse(source).scenes()
+    if isinstance(source, str) and source.split(":", 1)[0] == "crossing":  # the partner-adaptation family
+        from ttlab.drive.scenarios.crossing import crossing_scenes
+
+        return crossing_scenes(source)
     path = Path(source)
     if path.is_dir():
         from ttlab.drive.scenarios.cache import INDEX, load_cache
