@@ -79,6 +79,12 @@ class EvalConfig:
     size exactly once (`EnvConfig.scene_order`)."""
     greedy: bool = False
     """Take the most likely action instead of sampling."""
+    partners: tuple[str, ...] | None = None
+    """Population play (`drive.partners`): slot 0 is the policy's ego, every other slot is driven by a partner drawn
+    per episode (scripted type name or checkpoint stem); metrics are reported overall and per partner (trial mode).
+    Default: the checkpoint's training population, if it had one (pass --partners with no names for none)."""
+    partner_weights: tuple[float, ...] = ()
+    """Sampling weights of `partners` (empty = uniform; with the checkpoint's population, its weights)."""
     seed: int = 0
     """Seed."""
     device: str = "auto"
@@ -98,10 +104,10 @@ FALLBACK = {"max_agents": 32, "k_trials": 2, "trial_length": 91, "hidden_goal": 
 def held_out(scenarios: str, train_seed: int) -> str:
     """The training scene source with procedural seed train_seed + 1000 (other sources are returned as is)."""
     head, _, rest = scenarios.partition(":")
-    if head != "procedural":
+    if head not in ("procedural", "crossing"):
         return scenarios
     parts = [p for p in rest.split(",") if p and not p.startswith("seed=")]
-    return "procedural:" + ",".join([*parts, f"seed={train_seed + 1000}"])
+    return f"{head}:" + ",".join([*parts, f"seed={train_seed + 1000}"])
 
 
 def env_config(cfg: EvalConfig, trained: EnvConfig | None = None) -> EnvConfig:
@@ -231,6 +237,9 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
         warnings.warn(f"--scene-order cycle: {env.num_envs} envs x {cfg.episodes} episodes = "
                       f"{env.num_envs * cfg.episodes} episodes do not cover the {pool_size} scenes of {scenarios} "
                       "evenly (some play once more than others)", stacklevel=2)
+    partners = cfg.partners if cfg.partners is not None else tuple(ck.get("partners", ()))
+    if partners:  # population play: per-partner paired trials (`drive.partner_eval`)
+        return _evaluate_partners(cfg, env, policy, partners, scenarios, ck)
     K = env_cfg.k_trials
     paired = PairedTrials(env.trial_metrics, env.num_envs, env.num_agents, K, cfg.episodes, device)
     env.trial_metrics = paired
@@ -278,6 +287,23 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
     return out
 
 
+def _evaluate_partners(cfg: EvalConfig, env, policy, partners, scenarios: str, ck: dict) -> dict:
+    """`evaluate` with a partner population: overall and per-partner paired trials, written to `cfg.out`."""
+    from ttlab.drive.partner_eval import partner_summary, policy_ego, run_paired
+    from ttlab.drive.partners import build_population
+
+    if cfg.video is not None:
+        raise ValueError("--video is not supported with --partners")
+    weights = cfg.partner_weights or (tuple(ck.get("partner_weights", ())) if cfg.partners is None else ())
+    pop = build_population(partners, weights, env)
+    paired, who = run_paired(env, policy_ego(policy, cfg.greedy), pop, cfg.episodes)
+    out = {"mode": cfg.mode, "checkpoint": cfg.checkpoint, "scenarios": scenarios, "k_trials": env.k,
+           "trial_length": env.cfg.trial_length, "num_envs": env.num_envs, "partners": list(pop.names),
+           "partner_weights": pop.weights.tolist(), **partner_summary(paired, who, pop.names)}
+    atomic_write_text(cfg.out, json.dumps(out, indent=2) + "\n")
+    return out
+
+
 def main(argv: list[str]) -> int:
     from ttlab.common.config import parse_config
 
@@ -286,6 +312,10 @@ def main(argv: list[str]) -> int:
     short = ("_score", "_goal_rate", "_minus_0", "_goal_rate_stderr", "_pairs")
     keys = [k for k in out if k.startswith(("trial_", "ada_delta_trial_")) and k.endswith(short)]
     print(json.dumps({k: out[k] for k in ["scenarios", "episodes", *keys]}, indent=1))
+    for name, m in out.get("per_partner", {}).items():  # population play: one line per partner
+        print(f"partner {name}: episodes {m['episodes']} " + " ".join(
+            f"{k}={m[k]:.3f}" for k in m if k.startswith(("trial_", "ada_delta_trial_")) and k.endswith(
+                ("_score", "_minus_0", "_time_to_goal"))))
     print(f"wrote {cfg.out}")
     return 0
 
