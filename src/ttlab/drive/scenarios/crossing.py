@@ -1,8 +1,8 @@
 """The blind all-way-stop crossing: one ego, one partner, one conflict point (the partner-adaptation family).
 
-Two single-lane roads cross at right angles. The ego waits at its stop line D_e metres before the conflict
-point (the crossing centre), the partner at its stop line D_p metres before it, coming from the ego's left or
-right; both start at rest. Buildings stand at the corners: with the observation radius of the benchmark
+Two roads (7 m wide, each driven along its centreline) cross at right angles. The ego waits at its stop line D_e
+metres before the conflict point (the crossing centre), the partner at its stop line D_p metres before it, coming
+from the ego's left or right; both start at rest. Buildings stand at the corners: with the observation radius of the benchmark
 (`EnvConfig.partner_radius` = 6 m) neither driver sees the other while both wait at their lines (about 10 m
 apart), only once they are both near the crossing. Each has a goal G metres past the crossing.
 
@@ -25,7 +25,7 @@ import numpy as np
 from ttlab.drive.scenarios.polyline import rdp, resample, rotate, to_segments
 from ttlab.drive.scenarios.types import ROAD_TYPE_ID, Scenario
 
-LANE_WIDTH = 4.5  # m: one lane per road (the conflict zone is the 4.5 m x 4.5 m square at the centre)
+LANE_WIDTH = 7.0  # m: road width (two lanes' worth: a car has 2.5 m to spare on each side of the centreline it drives)
 ARM = 45.0  # m: each road runs this far from the centre
 STOP_LINE = (6.5, 7.5)  # m: stop line to crossing centre (ego and partner)
 GOAL_PAST = (12.0, 16.0)  # m: goal past the crossing centre
