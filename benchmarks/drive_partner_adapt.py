@@ -97,6 +97,8 @@ def plot(runs: list[dict], path: Path) -> None:
         for v in (lo, (lo + hi) / 2, hi):
             draw.text((x0 - 40, px(0, v)[1] - 6), f"{v:+.2f}", fill=(0, 0, 0))
             draw.line([px(0, v), px(xmax, v)], fill=(225, 225, 225))
+        if lo < 0 < hi:
+            draw.line([px(0, 0), px(xmax, 0)], fill=(150, 150, 150))
         draw.text((x1 - 150, y1 + 4), f"agent-steps (max {xmax / 1e6:.1f}M)", fill=(0, 0, 0))
         for xs, ys, rgb, dashed in series:
             pts = [px(x, y) for x, y in zip(xs, ys, strict=True) if y == y]
