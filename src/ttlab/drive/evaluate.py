@@ -19,6 +19,10 @@ per (env, episode, trial, agent), and trial k is paired with trial 0 of the same
 `ada_delta_trial_{k}_minus_0_{name}` is the mean of the paired differences, with its standard error
 (`..._stderr`) and the number of pairs.
 
+Population play (`--partners`, default the checkpoint's training population): slot 0 is the policy's ego and every
+other slot is driven by a partner drawn per episode (`drive.partners`); the same paired metrics are reported
+overall and per partner, with time to goal (`drive.partner_eval`).
+
 Env settings come from the checkpoint (training stores its EnvConfig and scenario source); a flag given
 here overrides one, with a warning naming the difference. The scenes are the training source's with a
 held-out procedural seed (training seed + 1000) unless --scenarios is given.
