@@ -9,7 +9,9 @@ partners and against held-out partners (`partners.HELD_OUT_PARTNERS`, never seen
 references (`partner_scripted`: an ego with memory, the best memoryless ones) are measured on the same scenes.
 
 Score = goal reached without collision or offroad within the trial (the seed's); time to goal in ticks is
-reported beside it. Writes the JSON (`--out`, with commit, machine, load and wall time) and the learning-curve PNG
+reported beside it. A positive trial-1 minus trial-0 delta alone does not show memory (a policy knows its position
+in the episode and may simply play trial 0 worse); the JSON also gives each arm's trial-1 score minus the
+memoryless ceiling (the best trial-1 score of the memoryless scripted egos on the same scenes). Writes the JSON (`--out`, with commit, machine, load and wall time) and the learning-curve PNG
 (`--png`), and prints ONE JSON line last.
 
     python benchmarks/drive_partner_adapt.py                                   # 3 seeds x 3 cores x {aux off, on}
@@ -189,6 +191,9 @@ def main() -> int:
     else:
         runs = [run_one(*a) for a in job_args]
 
+    # what no memory can beat: the best trial-1 score of the memoryless scripted egos on the same scenes and partners
+    ceiling = {where: max(scripted[n][where]["trial_1_score"] for n in scripted if n != "memory")
+               for where in ("train_partners", "held_out_partners")}
     summary = {}
     for c in cores:
         for a in auxes:
@@ -201,6 +206,10 @@ def main() -> int:
                     row[f"{where}_delta_{k}_per_seed"] = d
                 for k in range(K):
                     row[f"{where}_trial_{k}_score"] = [r["eval"][where][f"trial_{k}_score"] for r in arm]
+                # a delta can come from playing trial 0 worse (a policy knows its position in the episode); only a
+                # trial-1 score above the memoryless ceiling shows the partner was remembered
+                row[f"{where}_trial_1_minus_memoryless_ceiling"] = [round(x - ceiling[where], 4)
+                                                                    for x in row[f"{where}_trial_1_score"]]
             summary[f"{c}{'_aux' if a else ''}"] = row
     targets = {}
     tr, ml = summary.get("transformer"), summary.get("mlp")
@@ -220,7 +229,8 @@ def main() -> int:
                    "num_envs": base.env.num_envs, "steps_per_run": steps, "minutes_per_run": args.minutes or None,
                    "agent_steps_per_run": [r["agent_steps"] for r in runs], "seeds": args.seeds,
                    "eval_envs": args.eval_envs, "eval_episodes": args.eval_episodes},
-        "overrides": overrides, "summary": summary, "targets": targets, "scripted_held_out": scripted, "runs": runs,
+        "overrides": overrides, "summary": summary, "targets": targets, "scripted_held_out": scripted,
+        "memoryless_ceiling_trial_1": ceiling, "runs": runs,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
@@ -228,7 +238,7 @@ def main() -> int:
     line = {"benchmark": "drive_partner_adapt", "wall_s": result["wall_s"], "commit": commit[:10], "K": K,
             "loadavg_start": result["loadavg_start"],
             **{f"{arm}_{k}": v for arm, s in summary.items() for k, v in s.items()
-               if k.endswith(("_mean", "_per_seed")) and "delta_1" in k},
+               if (k.endswith(("_mean", "_per_seed")) and "delta_1" in k) or k.endswith("memoryless_ceiling")},
             "scripted_memory_delta": scripted["memory"]["train_partners"].get("ada_delta_trial_1_minus_0"),
             "targets": targets}
     print(json.dumps(line))

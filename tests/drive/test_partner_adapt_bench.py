@@ -39,6 +39,11 @@ def test_smoke_every_arm_with_k3(tmp_path, monkeypatch, capsys):
         if r["aux"]:
             assert "task_accuracy" in r["curve"][-1], "the privileged arm trains the task head"
     assert "train_partners_delta_2_mean" in res["summary"]["lstm"]
+    ceil = res["memoryless_ceiling_trial_1"]["train_partners"]
+    sc = res["scripted_held_out"]
+    assert ceil == max(sc[n]["train_partners"]["trial_1_score"] for n in sc if n != "memory")
+    t1 = res["summary"]["lstm"]["train_partners_trial_1_score"][0]
+    assert res["summary"]["lstm"]["train_partners_trial_1_minus_memoryless_ceiling"] == [round(t1 - ceil, 4)]
     assert res["scripted_held_out"]["memory"]["train_partners"]["ada_delta_trial_1_minus_0"] > 0.2
     assert png.is_file()
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
