@@ -14,6 +14,10 @@ and prints ONE JSON line last.
     python benchmarks/drive_adapt.py --design steer --seeds 2 --out benchmarks/results/drive_adapt_steer.json \
         --png benchmarks/results/drive_adapt_steer.png    # the steering-only design (no exit intent)
     python benchmarks/drive_adapt.py --seeds 1 --steps 300000 --cores transformer --out /tmp/x.json   # a probe
+    python benchmarks/drive_adapt.py --set env.k_trials=3 --out .../drive_adapt_k3.json --png .../drive_adapt_k3.png
+
+`--set` overrides apply to training, to the held-out evaluation and to the scripted references alike (K, M and
+the held-out scenes follow them); the JSON reports `ada_delta_trial_{k}_minus_0` for every k < K.
 """
 
 from __future__ import annotations
@@ -27,9 +31,9 @@ from pathlib import Path
 
 import torch
 
-from ttlab.drive.adapt import held_out_env, train_hidden_exit
+from ttlab.drive.adapt import apply_overrides, held_out_env, held_out_source, train_hidden_exit
 from ttlab.drive.adapt_eval import run_policy
-from ttlab.drive.presets import HIDDEN_EXIT_HELD_OUT, hidden_exit
+from ttlab.drive.presets import hidden_exit
 from ttlab.drive.scripted import FixedChooser, MemoryChooser, pool_exit_routes, run_scripted
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -58,8 +62,9 @@ def _panel(draw, box, series, title: str, ylim: tuple[float, float], xmax: float
                 draw.line([a, b], fill=rgb, width=2)
 
 
-def plot(runs: list[dict], path: Path) -> None:
-    """Learning curves of the training rollouts: goal rate per trial, and trial 1 - trial 0 (PIL, no matplotlib)."""
+def plot(runs: list[dict], path: Path, k_trials: int = 2) -> None:
+    """Learning curves of the training rollouts: goal rate per trial, and trial k - trial 0 for every k >= 1 (PIL, no
+    matplotlib); trial 0 dashed, later trials solid."""
     from PIL import Image, ImageDraw
 
     img = Image.new("RGB", (1000, 380), (255, 255, 255))
@@ -72,11 +77,14 @@ def plot(runs: list[dict], path: Path) -> None:
         rgb = shades.get(r["core"], [(0, 0, 0)] * 3)[r["seed"] % 3]
         xs = [c["agent_steps"] for c in r["curve"]]
         g0 = [c.get("trial_0_goal_rate", float("nan")) for c in r["curve"]]
-        g1 = [c.get("trial_1_goal_rate", float("nan")) for c in r["curve"]]
-        g += [(xs, g0, rgb, True), (xs, g1, rgb, False)]
-        d.append((xs, [b - a for a, b in zip(g0, g1, strict=True)], rgb, False))
-    _panel(draw, (50, 40, 480, 330), g, "goal rate, training rollouts (t_maze + t_maze_shown): trial 0 dashed, 1 solid", (0.0, 1.0), xmax)
-    _panel(draw, (560, 40, 990, 330), d, "trial 1 - trial 0 goal rate", (-0.5, 1.0), xmax)
+        g.append((xs, g0, rgb, True))
+        for k in range(1, k_trials):
+            gk = [c.get(f"trial_{k}_goal_rate", float("nan")) for c in r["curve"]]
+            g.append((xs, gk, rgb, False))
+            d.append((xs, [b - a for a, b in zip(g0, gk, strict=True)], rgb, False))
+    later = "1" if k_trials == 2 else f"1..{k_trials - 1}"
+    _panel(draw, (50, 40, 480, 330), g, f"goal rate, training rollouts: trial 0 dashed, {later} solid", (0.0, 1.0), xmax)
+    _panel(draw, (560, 40, 990, 330), d, f"trial k - trial 0 goal rate, k = {later}", (-0.5, 1.0), xmax)
     draw.text((50, 355), "blue: transformer (KV cache kept across trials)   orange: MLP (memoryless)   one line per seed",
               fill=(0, 0, 0))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -94,7 +102,7 @@ def run_one(core: str, seed: int, steps: int, eval_episodes: int, threads: int, 
     log(f"train {core} seed {seed}")
     policy, curve, facts = train_hidden_exit(core, seed, steps=steps, log=log, intent=intent, **(overrides or {}))
     t0 = time.perf_counter()
-    env = held_out_env(seed=100 + seed, intent=intent)
+    env = held_out_env(seed=100 + seed, intent=intent, overrides=overrides)  # the training overrides (K, M, ...)
     ev = {k: round(v, 4) for k, v in run_policy(env, policy, eval_episodes).items()}
     facts["eval_wall_s"] = round(time.perf_counter() - t0, 1)
     log(f"eval {core} seed {seed}: {ev}")
@@ -111,7 +119,9 @@ def main() -> int:
                          "only (presets.hidden_exit(intent=False), the previous design)")
     ap.add_argument("--eval-episodes", type=int, default=8, help="episodes per held-out env (64 envs)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads with --jobs 1")
-    ap.add_argument("--set", nargs="*", default=[], help="preset overrides section.field=value (probes)")
+    ap.add_argument("--set", nargs="*", default=[],
+                    help="preset overrides section.field=value, applied to training and to the held-out evaluation "
+                         "alike (e.g. env.k_trials=3)")
     ap.add_argument("--jobs", type=int, default=0,
                     help="runs trained at once, one thread each; 0 = 2 when the 1-min load average is < 2.5, else 1")
     ap.add_argument("--out", type=Path, default=RESULTS / "drive_adapt.json")
@@ -131,15 +141,23 @@ def main() -> int:
     def log(msg: str) -> None:
         print(f"[{time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
 
+    overrides = dict(kv.split("=", 1) for kv in args.set)
+    try:
+        cfg = apply_overrides(hidden_exit(intent=intent), overrides)  # what trains and what is evaluated
+    except ValueError as e:
+        print(f"drive_adapt.py: --set: {e}")
+        return 2
+    held_out = held_out_source(cfg)
+    K = cfg.env.k_trials
     # scripted references on the held-out scenes (what the information structure allows)
-    env = held_out_env(intent=intent)
-    routes = pool_exit_routes(HIDDEN_EXIT_HELD_OUT)
+    env = held_out_env(intent=intent, overrides=overrides)
+    M = int(env.view.candidates.shape[2])
+    routes = pool_exit_routes(held_out)
     scripted = {}
-    for name, ch in (("memory", MemoryChooser()), ("fixed_0", FixedChooser(0)), ("fixed_1", FixedChooser(1))):
+    for name, ch in (("memory", MemoryChooser()), *((f"fixed_{i}", FixedChooser(i)) for i in range(M))):
         scripted[name] = {k: round(v, 4) for k, v in run_scripted(env, routes, ch, args.eval_episodes).items()}
         log(f"scripted {name}: {scripted[name]}")
 
-    overrides = dict(kv.split("=", 1) for kv in args.set)
     jobs = [(core, seed) for core in args.cores.split(",") for seed in range(args.seeds)]
     if args.jobs > 1:  # one process per run, each on one thread (the 2 cores are used by 2 runs at a time)
         import multiprocessing as mp
@@ -156,12 +174,13 @@ def main() -> int:
     summary = {}
     for core in args.cores.split(","):
         d = agg(core, "ada_delta_trial_1_minus_0")
+        per_k = {k: agg(core, f"ada_delta_trial_{k}_minus_0") for k in range(1, K)}
         summary[core] = {"delta_goal_rate_mean": round(sum(d) / len(d), 4), "delta_goal_rate_per_seed": d,
-                         "trial_0_goal_rate": agg(core, "trial_0_goal_rate"),
-                         "trial_1_goal_rate": agg(core, "trial_1_goal_rate"),
+                         **{f"ada_delta_trial_{k}_minus_0_mean": round(sum(v) / len(v), 4) for k, v in per_k.items()},
+                         **{f"ada_delta_trial_{k}_minus_0_per_seed": v for k, v in per_k.items()},
+                         **{f"trial_{k}_goal_rate": agg(core, f"trial_{k}_goal_rate") for k in range(K)},
                          "trial_1_goal_rate_after_wrong_0": agg(core, "trial_1_goal_rate_after_wrong_0"),
-                         "trial_0_exit_rate": agg(core, "trial_0_exit_rate"),
-                         "trial_1_exit_rate": agg(core, "trial_1_exit_rate")}
+                         **{f"trial_{k}_exit_rate": agg(core, f"trial_{k}_exit_rate") for k in range(K)}}
     tr, ml = summary.get("transformer"), summary.get("mlp")
     targets = {}
     if tr:
@@ -169,14 +188,13 @@ def main() -> int:
         targets["transformer_every_seed_ge_0.2"] = all(x >= 0.2 for x in tr["delta_goal_rate_per_seed"])
     if ml:
         targets["mlp_abs_delta_le_0.05"] = abs(ml["delta_goal_rate_mean"]) <= 0.05
-    cfg = hidden_exit(intent=intent)
     result = {
         "benchmark": "drive_adapt", "commit": commit, "nproc": os.cpu_count(), "jobs": args.jobs,
         "torch_threads": 1 if args.jobs > 1 else args.threads,
         "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "wall_s": round(time.perf_counter() - t_start, 1),
         "config": {"design": args.design, "intent_floor": cfg.policy.intent_floor,
-                   "progress_target": cfg.env.progress_target, "scenarios": cfg.scenarios, "held_out": HIDDEN_EXIT_HELD_OUT, "M": 2, "K": cfg.env.k_trials,
+                   "progress_target": cfg.env.progress_target, "scenarios": cfg.scenarios, "held_out": held_out, "M": M, "K": K,
                    "trial_length": cfg.env.trial_length, "num_envs": cfg.env.num_envs,
                    "agent_steps_per_run": runs[0]["agent_steps"] if runs else 0, "seeds": args.seeds,
                    "eval_episodes_per_env": args.eval_episodes, "eval_envs": 64,
@@ -191,11 +209,13 @@ def main() -> int:
         r["curve"] = [{k: v for k, v in c.items() if k in ("update", "agent_steps", "wall_s")
                        or (k.startswith("trial_") and k.endswith(("goal_rate", "exit_rate")))} for c in r["curve"]]
     args.out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
-    plot(runs, args.png)
+    plot(runs, args.png, K)
     line = {"benchmark": "drive_adapt", "design": args.design, "wall_s": result["wall_s"], "commit": commit[:10],
             "loadavg_start": result["loadavg_start"], **{f"{c}_{k}": v for c, s in summary.items() for k, v in s.items()
                                                          if k in ("delta_goal_rate_mean", "delta_goal_rate_per_seed",
-                                                                  "trial_1_goal_rate_after_wrong_0")},
+                                                                  "trial_1_goal_rate_after_wrong_0")
+                                                         or (k.startswith("ada_delta_trial_") and k.endswith("_mean"))},
+            "M": M, "K": K,
             "scripted_memory_delta": scripted["memory"]["ada_delta_trial_1_minus_0"], "targets": targets}
     print(json.dumps(line))
     return 0

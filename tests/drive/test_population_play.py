@@ -135,3 +135,129 @@ def test_each_coplayer_steps_only_its_rows_and_acts_as_a_full_batch_forward_woul
     assert set(pols[1].rows_seen) == {4}
     assert co.states[0].k.shape[1] == 4 and co.states[1].k.shape[1] == 4  # a cache row per agent it drives
     assert pols[0].max_pos > L  # the cache ran on across a trial reset (positions past the first trial)
+
+
+# ---- population play as the seed runs it: one partner per episode, drawn with weights, kept across trials ----
+
+def _crossing_env(E: int, seed: int = 0):
+    from ttlab.drive.presets import partner_adapt
+    from ttlab.drive.scenarios.pool import load_pool
+
+    cfg = partner_adapt().env
+    cfg.num_envs = E
+    return DriveEnv(cfg, load_pool("crossing:n=8,seed=0"), seed=seed)
+
+
+def test_the_partner_is_drawn_per_episode_with_its_weights_as_a_pure_function():
+    from ttlab.drive.partners import draw_partner
+
+    env = _crossing_env(64)
+    w = torch.tensor([0.25, 0.75])
+    draws = []
+    for ep in range(16):
+        env.episode = torch.full((64,), ep, dtype=torch.long)
+        draws.append(draw_partner(env, w))
+    d = torch.stack(draws)  # (episodes, E)
+    assert abs(float((d == 1).float().mean()) - 0.75) < 0.05  # 1024 draws
+    assert (d != d[0:1]).any(0).float().mean() > 0.9, "an env meets different partners in different episodes"
+    env2 = _crossing_env(64)
+    env2.episode = env.episode.clone()
+    assert torch.equal(draw_partner(env2, w), d[-1]), "the same (seed, env, episode) draws the same partner"
+    assert (draw_partner(env, torch.tensor([1.0, 0.0])) == 0).all()
+
+
+def test_population_training_counts_the_learner_only_and_labels_each_step_with_its_partner():
+    from ttlab.drive.partners import build_population
+    from ttlab.drive.sim import rng
+
+    E = 6
+    env = _crossing_env(E)
+    pop = build_population(["never_yield", "yield"], [0.5, 0.5], env)
+    kw = dict(layout=env.layout, num_actions=91, embed=16, d_model=32, n_layers=1, n_heads=2, horizon=100)
+    ro = Rollout(env, TransformerPolicy(**kw), steps=120, gamma=0.99, gae_lambda=0.95, coplayers=pop)
+    batch = ro.collect()
+    assert torch.equal(env.learner, torch.tensor([[True, False]] * E)), "slot 0 learns, slot 1 is the partner"
+    assert not batch.mask.view(E, 2, -1)[:, 1].any(), "the partner's steps are out of the loss"
+    C = ro.C
+    ep = batch.terminals[:, C:].long().cumsum(1) - 1  # (N, T) episode index of each step (first rollout)
+    env_id = torch.arange(E).repeat_interleave(2).unsqueeze(1).expand_as(ep)
+    u = rng.uniform(env_id, ep, env.seed, 17)
+    want = (u >= 0.5).long()  # weights (0.5, 0.5): the cumulative split at 0.5
+    assert (ep.max(1).values >= 1).any(), "some row crossed into a second episode"
+    assert torch.equal(batch.task, want), "the aux label is the partner of each step's episode"
+    m = env.metrics()
+    assert "coplayer/trial_0_score" in m and float(m["episodes"]) >= 1
+
+
+class _Spy(nn.Module):
+    """Wraps a policy; asserts it is asked to compute only the partner rows it drives this episode."""
+
+    def __init__(self, inner, pop_ref, idx):
+        super().__init__()
+        self.inner, self.pop_ref, self.idx = inner, pop_ref, idx
+        self.continuous, self.computed = False, 0
+
+    def initial_state(self, n, device="cpu"):
+        return self.inner.initial_state(n, device)
+
+    def forward_eval(self, obs, state, terminals, removed, active=None):
+        pop = self.pop_ref[0]
+        assert obs.shape[0] == pop.rows.numel(), "one memory row per partner slot"
+        assert active is not None and ((pop.task()[pop.rows] == self.idx) | ~active).all()
+        self.computed += int(active.sum())
+        return self.inner.forward_eval(obs, state, terminals, removed, active)
+
+
+def test_a_checkpoint_partner_steps_only_the_rows_it_drives(tmp_path):
+    from ttlab.drive.partners import PartnerPopulation, ScriptedPartner
+
+    E = 8
+    env = _crossing_env(E)
+    kw = dict(layout=env.layout, num_actions=91, embed=16, d_model=32, n_layers=1, n_heads=2, horizon=100)
+    ref: list = []
+    spy = _Spy(TransformerPolicy(**kw), ref, 1)
+    pop = PartnerPopulation(env, [ScriptedPartner("yield"), spy], ["yield", "ckpt"], [0.5, 0.5])
+    ref.append(pop)
+    Rollout(env, TransformerPolicy(**kw), steps=150, gamma=0.99, gae_lambda=0.95, coplayers=pop).collect()
+    assert spy.computed > 0
+
+
+def test_train_against_a_population_with_a_checkpoint_and_eval_per_partner(tmp_path):
+    import json
+
+    from ttlab.common.checkpoint import load_checkpoint
+    from ttlab.drive.cli import main as drive_main
+
+    root = str(tmp_path)
+    assert drive_main(["train", "--preset", "partner_adapt_debug", "--root", root, "--run-name", "p0"]) == 0
+    stem = tmp_path / "drive" / "p0" / "checkpoints" / "latest"
+    frozen = load_checkpoint(stem)["policy"]
+    assert drive_main(["train", "--preset", "partner_adapt_debug", "--root", root, "--run-name", "p1",
+                       "--partners", "yield", str(stem), "--partner-weights", "0.5", "0.5"]) == 0
+    assert all(torch.equal(frozen[k], load_checkpoint(stem)["policy"][k]) for k in frozen), "the partner stays frozen"
+    learner = tmp_path / "drive" / "p1" / "checkpoints" / "latest"
+    out = tmp_path / "e.json"
+    assert drive_main(["eval", "--checkpoint", str(learner), "--mode", "trial", "--num-envs", "6", "--episodes", "2",
+                       "--out", str(out)]) == 0  # the checkpoint's own population by default
+    m = json.loads(out.read_text())
+    assert m["partners"] == ["yield", str(stem)] and m["scenarios"].endswith("seed=1000")
+    pp = m["per_partner"]
+    assert set(pp) == {"yield", str(stem)} and sum(p["episodes"] for p in pp.values()) == 12
+    for k in ("trial_0_score", "trial_1_score"):  # the per-partner means add up to the overall one
+        n = {name: p["ego_trials"] / 2 for name, p in pp.items()}
+        total = sum(pp[name][k] * n[name] for name in pp if n[name]) / sum(n.values())
+        assert abs(total - m[k]) < 1e-6
+    assert "ada_delta_trial_1_minus_0" in pp["yield"] and "trial_1_time_to_goal" in pp["yield"]
+    assert drive_main(["eval", "--checkpoint", str(learner), "--mode", "trial", "--num-envs", "4", "--episodes", "1",
+                       "--partners", "never_yield_late", "--out", str(out)]) == 0  # a held-out partner
+    assert list(json.loads(out.read_text())["per_partner"]) == ["never_yield_late"]
+
+
+def test_partners_and_coplayers_are_exclusive(tmp_path):
+    from ttlab.drive.presets import partner_adapt_debug
+    from ttlab.drive.train import train
+
+    cfg = partner_adapt_debug()
+    cfg.root, cfg.coplayers = str(tmp_path), ("x",)
+    with pytest.raises(ValueError, match="exclusive"):
+        train(cfg)

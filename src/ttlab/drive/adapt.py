@@ -16,10 +16,16 @@ import torch
 
 from ttlab.drive.policy import build_policy
 from ttlab.drive.ppo import annealed, ppo_update
-from ttlab.drive.presets import HIDDEN_EXIT_HELD_OUT, hidden_exit
+from ttlab.drive.presets import (
+    HIDDEN_EXIT_HELD_OUT,
+    HIDDEN_EXIT_INTENT_SCENES,
+    HIDDEN_EXIT_SCENES,
+    hidden_exit,
+)
 from ttlab.drive.rollout import Rollout
+from ttlab.drive.scenarios.pool import ProceduralSpec
 from ttlab.drive.sim.env import DriveEnv
-from ttlab.drive.train import env_horizon, make_env
+from ttlab.drive.train import TrainConfig, env_horizon, make_env
 
 
 def train_hidden_exit(core: str, seed: int, steps: int | None = None, seconds: float | None = None,
@@ -30,16 +36,9 @@ def train_hidden_exit(core: str, seed: int, steps: int | None = None, seconds: f
     design (`presets.hidden_exit(intent=False)`)."""
     if (steps is None) == (seconds is None):
         raise ValueError("train_hidden_exit: give exactly one of steps= or seconds=")
-    cfg = hidden_exit(core, intent=intent)
+    cfg = apply_overrides(hidden_exit(core, intent=intent), overrides)
     if num_envs is not None:
         cfg.env.num_envs = num_envs
-    for key, value in overrides.items():
-        section, _, name = key.rpartition(".")
-        obj = getattr(cfg, section, None) if section else cfg  # "scenarios" or "ppo.lr"
-        if obj is None or not hasattr(obj, name):
-            raise ValueError(f"train_hidden_exit: unknown override {key!r} (use section.field, e.g. ppo.lr)")
-        cur = getattr(obj, name)
-        setattr(obj, name, float(value) if cur is None else type(cur)(value))
     torch.manual_seed(seed)
     env = make_env(cfg.env, cfg.scenarios, torch.device("cpu"), seed)
     policy = build_policy(cfg.policy, env.layout, env.num_actions, False, horizon=env_horizon(env))
@@ -80,8 +79,35 @@ def train_hidden_exit(core: str, seed: int, steps: int | None = None, seconds: f
     return policy.eval(), curve, facts
 
 
-def held_out_env(seed: int = 0, num_envs: int = 64, intent: bool = True) -> DriveEnv:
-    """The benchmark's env on held-out scenes (`presets.HIDDEN_EXIT_HELD_OUT`: other seeds than training)."""
-    cfg = hidden_exit(intent=intent)
+def apply_overrides(cfg: TrainConfig, overrides: dict[str, str] | None) -> TrainConfig:
+    """Set `section.field=value` overrides (e.g. "ppo.lr", "env.k_trials", or "scenarios") on `cfg`, in place, each
+    value cast to the field's type; an unknown key is refused with its name."""
+    for key, value in (overrides or {}).items():
+        section, _, name = key.rpartition(".")
+        obj = getattr(cfg, section, None) if section else cfg  # "scenarios" or "ppo.lr"
+        if obj is None or not hasattr(obj, name):
+            raise ValueError(f"unknown override {key!r} (use section.field, e.g. ppo.lr)")
+        cur = getattr(obj, name)
+        setattr(obj, name, float(value) if cur is None else type(cur)(value))
+    return cfg
+
+
+def held_out_source(cfg: TrainConfig) -> str:
+    """The held-out scenes of a (possibly overridden) hidden-exit config: `presets.HIDDEN_EXIT_HELD_OUT` when the
+    training scenes are the preset's, else the training source's families and exits on 64 scenes of seed 1000
+    (t_maze_shown, a training companion, is left out)."""
+    if cfg.scenarios in (HIDDEN_EXIT_INTENT_SCENES, HIDDEN_EXIT_SCENES):
+        return HIDDEN_EXIT_HELD_OUT
+    spec = ProceduralSpec.parse(cfg.scenarios)
+    fams = tuple(f for f in spec.families if f != "t_maze_shown") or ("t_maze",)
+    return (f"procedural:n=64,seed=1000,families={'+'.join(fams)},agents={spec.agents},exits={spec.exits}"
+            + (",hidden_goal=1" if spec.hidden_goal else ""))
+
+
+def held_out_env(seed: int = 0, num_envs: int = 64, intent: bool = True,
+                 overrides: dict[str, str] | None = None) -> DriveEnv:
+    """The benchmark's env on held-out scenes (`held_out_source`: other seeds than training), with the same
+    `overrides` as training (so a K = 3 run is evaluated at K = 3)."""
+    cfg = apply_overrides(hidden_exit(intent=intent), overrides)
     cfg.env.num_envs = num_envs
-    return make_env(cfg.env, HIDDEN_EXIT_HELD_OUT, torch.device("cpu"), seed)
+    return make_env(cfg.env, held_out_source(cfg), torch.device("cpu"), seed)

@@ -19,6 +19,10 @@ per (env, episode, trial, agent), and trial k is paired with trial 0 of the same
 `ada_delta_trial_{k}_minus_0_{name}` is the mean of the paired differences, with its standard error
 (`..._stderr`) and the number of pairs.
 
+Population play (`--partners`, default the checkpoint's training population): slot 0 is the policy's ego and every
+other slot is driven by a partner drawn per episode (`drive.partners`); the same paired metrics are reported
+overall and per partner, with time to goal (`drive.partner_eval`).
+
 Env settings come from the checkpoint (training stores its EnvConfig and scenario source); a flag given
 here overrides one, with a warning naming the difference. The scenes are the training source's with a
 held-out procedural seed (training seed + 1000) unless --scenarios is given.
@@ -82,6 +86,12 @@ class EvalConfig:
     size exactly once (`EnvConfig.scene_order`)."""
     greedy: bool = False
     """Take the most likely action instead of sampling."""
+    partners: tuple[str, ...] | None = None
+    """Population play (`drive.partners`): slot 0 is the policy's ego, every other slot is driven by a partner drawn
+    per episode (scripted type name or checkpoint stem); metrics are reported overall and per partner (trial mode).
+    Default: the checkpoint's training population, if it had one (pass --partners with no names for none)."""
+    partner_weights: tuple[float, ...] = ()
+    """Sampling weights of `partners` (empty = uniform; with the checkpoint's population, its weights)."""
     seed: int = 0
     """Seed."""
     device: str = "auto"
@@ -107,10 +117,10 @@ def held_out(scenarios: str, train_seed: int) -> str:
             raise ValueError(f"held_out({scenarios!r}): no procedural part to hold out; give the held-out scenes")
         return ";".join(parts)
     head, _, rest = scenarios.partition(":")
-    if head != "procedural":
+    if head not in ("procedural", "crossing"):
         return scenarios
     parts = [p for p in rest.split(",") if p and not p.startswith("seed=")]
-    return "procedural:" + ",".join([*parts, f"seed={train_seed + 1000}"])
+    return f"{head}:" + ",".join([*parts, f"seed={train_seed + 1000}"])
 
 
 def env_config(cfg: EvalConfig, trained: EnvConfig | None = None) -> EnvConfig:
@@ -245,6 +255,9 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
         warnings.warn(f"--scene-order cycle: {env.num_envs} envs x {cfg.episodes} episodes = "
                       f"{env.num_envs * cfg.episodes} episodes do not cover the {pool_size} scenes of {scenarios} "
                       "evenly (some play once more than others)", stacklevel=2)
+    partners = cfg.partners if cfg.partners is not None else tuple(ck.get("partners", ()))
+    if partners:  # population play: per-partner paired trials (`drive.partner_eval`)
+        return _evaluate_partners(cfg, env, policy, partners, scenarios, ck)
     K = env_cfg.k_trials
     paired = PairedTrials(env.trial_metrics, env.num_envs, env.num_agents, K, cfg.episodes, device)
     env.trial_metrics = paired
@@ -292,6 +305,23 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
     return out
 
 
+def _evaluate_partners(cfg: EvalConfig, env, policy, partners, scenarios: str, ck: dict) -> dict:
+    """`evaluate` with a partner population: overall and per-partner paired trials, written to `cfg.out`."""
+    from ttlab.drive.partner_eval import partner_summary, policy_ego, run_paired
+    from ttlab.drive.partners import build_population
+
+    if cfg.video is not None:
+        raise ValueError("--video is not supported with --partners")
+    weights = cfg.partner_weights or (tuple(ck.get("partner_weights", ())) if cfg.partners is None else ())
+    pop = build_population(partners, weights, env)
+    paired, who = run_paired(env, policy_ego(policy, cfg.greedy), pop, cfg.episodes)
+    out = {"mode": cfg.mode, "checkpoint": cfg.checkpoint, "scenarios": scenarios, "k_trials": env.k,
+           "trial_length": env.cfg.trial_length, "num_envs": env.num_envs, "partners": list(pop.names),
+           "partner_weights": pop.weights.tolist(), **partner_summary(paired, who, pop.names)}
+    atomic_write_text(cfg.out, json.dumps(out, indent=2) + "\n")
+    return out
+
+
 def main(argv: list[str]) -> int:
     from ttlab.common.config import parse_config
 
@@ -300,6 +330,10 @@ def main(argv: list[str]) -> int:
     short = ("_score", "_goal_rate", "_minus_0", "_goal_rate_stderr", "_pairs")
     keys = [k for k in out if k.startswith(("trial_", "ada_delta_trial_")) and k.endswith(short)]
     print(json.dumps({k: out[k] for k in ["scenarios", "episodes", *keys]}, indent=1))
+    for name, m in out.get("per_partner", {}).items():  # population play: one line per partner
+        print(f"partner {name}: episodes {m['episodes']} " + " ".join(
+            f"{k}={m[k]:.3f}" for k in m if k.startswith(("trial_", "ada_delta_trial_")) and k.endswith(
+                ("_score", "_minus_0", "_time_to_goal"))))
     print(f"wrote {cfg.out}")
     return 0
 

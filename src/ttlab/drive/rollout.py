@@ -74,9 +74,9 @@ class Batch:
     steer_template: torch.Tensor | None = None
     """(P,) float: each discrete action's steering command / the largest one, in [-1, 1]."""
     task: torch.Tensor | None = None
-    """(N, T) long: the hidden task of each step's episode (the env's `true_goal`, the true exit), a *training
-    target* of the task-inference head only (`PPOConfig.aux_task_coef`); never a policy input. None when the
-    env has no hidden goal."""
+    """(N, T) long: the hidden task of each step's episode (the env's `true_goal`, the true exit; or, in population
+    play, the episode's partner index), a *training target* of the task-inference head only
+    (`PPOConfig.aux_task_coef`); never a policy input. None when the env has no hidden task."""
 
 
 class CoPlayers:
@@ -161,7 +161,12 @@ class Rollout:
             right = int(torch.nonzero(neutral & (lat == lat.min()))[0])
             self.start_actions = torch.tensor([right, left], device=dev)
             self.start_len, self.start_dir = self._draw_start(N)
-        self.task = torch.zeros(N, T, dtype=torch.long, device=dev) if getattr(env, "true_goal", None) is not None else None
+        self.task_fn = None  # the hidden task of each row: the env's true exit, or the episode's partner (population)
+        if getattr(env, "true_goal", None) is not None:
+            self.task_fn = lambda: _flat(self.env.true_goal)
+        elif hasattr(coplayers, "task"):
+            self.task_fn = coplayers.task
+        self.task = torch.zeros(N, T, dtype=torch.long, device=dev) if self.task_fn is not None else None
         self.next_obs = _flat(env.reset()).float()  # (N, D)
         self.next_term = torch.ones(N, dtype=torch.bool, device=dev)  # the first observation starts an episode
         self.next_removed = torch.zeros(N, dtype=torch.bool, device=dev)
@@ -272,7 +277,7 @@ class Rollout:
                 self.actions[:, t] = action
                 self.mask[:, t] &= ~forced
             if self.task is not None:  # the label of the episode this step belongs to (read before the step)
-                self.task[:, t] = _flat(self.env.true_goal)
+                self.task[:, t] = self.task_fn()
             env_action = action
             if self.coplayers is not None:
                 co_active = self.controlled & ~rem if skip else None

@@ -25,6 +25,7 @@ from ttlab.common.device import resolve_device, seed_everything
 from ttlab.common.duration import parse_duration
 from ttlab.common.logging import Logger, console, progress
 from ttlab.common.runs import make_run_dir
+from ttlab.drive.partners import build_population
 from ttlab.drive.policy import PolicyConfig, build_policy
 from ttlab.drive.ppo import PPOConfig, annealed, ppo_update, schedule_progress
 from ttlab.drive.rollout import CoPlayers, Rollout
@@ -81,6 +82,12 @@ class TrainConfig:
     count the learner's agents only; the co-players' are logged apart as `env/coplayer/*`."""
     coplayer_envs: float = 0.0
     """Fraction of envs in which every controlled agent but the first is driven by a co-player."""
+    partners: tuple[str, ...] = ()
+    """Population play as the seed runs it (`drive.partners`): partners by scripted type name (e.g. never_yield,
+    yield) or checkpoint stem; in every env slot 0 is the learner and every other controlled slot is driven by one
+    partner drawn per episode (with `partner_weights`) and kept for its K trials. Exclusive with `coplayers`."""
+    partner_weights: tuple[float, ...] = ()
+    """Sampling weights of `partners` (empty = uniform)."""
     show_progress: bool = True
     """Show a progress bar (on a terminal)."""
     time_limit: str = ""
@@ -163,6 +170,7 @@ def _save(run, policy, opt, cfg: TrainConfig, horizon: int, update: int, agent_s
     save_checkpoint(run.checkpoints / name, {
         "policy": policy.state_dict(), "optimizer": opt.state_dict(), "policy_config": to_dict(cfg.policy),
         "env_config": to_dict(cfg.env), "scenarios": cfg.scenarios, "seed": cfg.seed,  # `ttlab drive eval` uses them
+        "partners": list(cfg.partners), "partner_weights": list(cfg.partner_weights),
         "horizon": horizon, "update": update, "agent_steps": agent_steps, "rng": rng_state(),
     })
 
@@ -215,6 +223,10 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
         set_rng_state(ck["rng"])
         console.print(f"resumed {run.path} at update {update} ({agent_steps} agent-steps)")
     co = None
+    if cfg.partners and cfg.coplayers:
+        raise ValueError("--partners and --coplayers are exclusive (a population, or co-players in some envs)")
+    if cfg.partners:
+        co = build_population(cfg.partners, cfg.partner_weights, env, device)
     if cfg.coplayers:
         pols = [load_policy(s, env, device) for s in cfg.coplayers]
         co = CoPlayers(pols, coplayer_assignment(env.num_envs, env.num_agents, len(pols), cfg.coplayer_envs, device))

@@ -169,9 +169,10 @@ def build_pool(scenarios: list[Scenario], device: torch.device | str = "cpu", ma
 
 
 def load_scenarios(source: str | Path | ProceduralSpec) -> list[Scenario]:
-    """Scenes from a procedural spec, a cache directory (index.json), a JSON directory or one JSON file; several
-    sources joined by ';' are concatenated, and a file or directory source may carry ego options after '?'
-    (`scenarios.select`: which vehicles drive, one scene per ego, local views, repetition)."""
+    """Scenes from a procedural spec, a crossing spec ('crossing:n=..,seed=..'), a cache directory (index.json), a
+    JSON directory or one JSON file; several sources joined by ';' are concatenated, and a file or directory source
+    may carry ego options after '?' (`scenarios.select`: which vehicles drive, one scene per ego, local views,
+    repetition)."""
     if isinstance(source, ProceduralSpec):
         return source.scenes()
     if isinstance(source, str) and ";" in source:
@@ -183,6 +184,10 @@ def load_scenarios(source: str | Path | ProceduralSpec) -> list[Scenario]:
         return select(load_scenarios(path), EgoSelection.parse(query, source))
     if isinstance(source, str) and source.split(":", 1)[0] == "procedural":
         return ProceduralSpec.parse(source).scenes()
+    if isinstance(source, str) and source.split(":", 1)[0] == "crossing":  # the partner-adaptation family
+        from ttlab.drive.scenarios.crossing import crossing_scenes
+
+        return crossing_scenes(source)
     path = Path(expand_shared(str(source)))
     if path.is_dir():
         from ttlab.drive.scenarios.cache import INDEX, load_cache
