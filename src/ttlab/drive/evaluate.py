@@ -33,9 +33,7 @@ Writes the metrics as JSON (`--out`) and, with `--video`, a rendered rollout of 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
-import math
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +44,8 @@ import torch
 from ttlab.common.checkpoint import atomic_write_text, load_checkpoint
 from ttlab.common.config import from_dict
 from ttlab.common.device import resolve_device, seed_everything
+from ttlab.drive.paired import PairedTrials
+from ttlab.drive.partner_eval import partner_summary, policy_ego, run_paired
 from ttlab.drive.policy.dist import sample
 from ttlab.drive.pretrained import resolve as resolve_pretrained
 from ttlab.drive.sim.env import EnvConfig
@@ -159,74 +159,6 @@ def env_config(cfg: EvalConfig, trained: EnvConfig | None = None) -> EnvConfig:
     return env
 
 
-class PairedTrials:
-    """Records per-agent trial outcomes for the first `episodes` episodes of every env.
-
-    Wraps the env's trial metrics object (`env.trial_metrics`): every call of its `add` is forwarded and the
-    arguments read by name: `ended`, `trial_idx` (E,), `egos` (E, A) bool and every other (E, A) argument as a
-    per-agent outcome (goal, collision, offroad, ...). Outcomes land in (E, episodes, K, A) tensors."""
-
-    def __init__(self, inner, num_envs: int, num_agents: int, k_trials: int, episodes: int, device):
-        self.inner, self.k, self.n = inner, k_trials, episodes
-        self.sig = inspect.signature(inner.add)
-        missing = {"ended", "trial_idx", "egos"} - set(self.sig.parameters)
-        if missing:
-            raise TypeError(f"{type(inner).__name__}.add has no argument(s) {sorted(missing)}: PairedTrials reads them by name")
-        self.egos = torch.zeros(num_envs, episodes, k_trials, num_agents, dtype=torch.bool, device=device)
-        self.out: dict[str, torch.Tensor] = {}
-        self.episodes_done = torch.zeros(num_envs, dtype=torch.long, device=device)  # (E,)
-        self.shape = (num_envs, num_agents)
-
-    def add(self, *args, **kwargs):
-        self.inner.add(*args, **kwargs)
-        a = self.sig.bind(*args, **kwargs).arguments
-        ended, k, egos = a["ended"].bool(), a["trial_idx"].long(), a["egos"].bool()
-        rec = ended & (self.episodes_done < self.n)  # (E,) trials to record
-        e = rec.nonzero().squeeze(1)
-        j, kk = self.episodes_done[e], k[e].clamp(0, self.k - 1)
-        self.egos[e, j, kk] = egos[e]
-        for name, v in a.items():
-            if name == "egos" or not (torch.is_tensor(v) and tuple(v.shape) == self.shape):
-                continue
-            if name not in self.out:
-                self.out[name] = torch.zeros(self.egos.shape, device=self.egos.device)
-            self.out[name][e, j, kk] = v[e].float()
-        self.episodes_done += (ended & (k >= self.k - 1)).long()
-
-    def read(self):
-        return self.inner.read()
-
-    def complete(self) -> bool:
-        return bool((self.episodes_done >= self.n).all())
-
-    def summary(self) -> dict[str, float]:
-        """Per-trial means over recorded egos and paired trial-k-minus-0 differences (mean, stderr, pairs)."""
-        out: dict[str, float] = {}
-        vals = dict(self.out)
-        if {"goal", "collision", "offroad"} <= set(vals):
-            vals["score"] = vals["goal"] * (1 - vals["collision"]) * (1 - vals["offroad"])
-        rename = {"goal": "goal_rate", "collision": "collision_rate", "offroad": "offroad_rate", "exit_": "exit_rate",
-                  "wrong": "wrong_exit_rate"}  # the names TrialMetrics uses (trials.TRIAL_KEYS)
-        for name, v in vals.items():
-            key = rename.get(name, name)
-            for k in range(self.k):
-                m = self.egos[:, :, k]  # (E, N, A)
-                out[f"trial_{k}_{key}"] = float(v[:, :, k][m].mean()) if m.any() else float("nan")
-            for k in range(1, self.k):
-                pair = self.egos[:, :, k] & self.egos[:, :, 0]
-                d = (v[:, :, k] - v[:, :, 0])[pair]
-                n = int(d.numel())
-                out[f"ada_delta_trial_{k}_minus_0_{key}"] = float(d.mean()) if n else float("nan")
-                out[f"ada_delta_trial_{k}_minus_0_{key}_stderr"] = float(d.std() / math.sqrt(n)) if n > 1 else float("nan")
-                out[f"ada_delta_trial_{k}_minus_0_pairs"] = n
-                if name == "score":
-                    out[f"ada_delta_trial_{k}_minus_0"] = out[f"ada_delta_trial_{k}_minus_0_{key}"]
-        out["episodes_per_env"] = self.n
-        out["episodes"] = int(self.episodes_done.clamp(max=self.n).sum())
-        out["ego_trials"] = int(self.egos.sum())
-        return out
-
-
 @torch.no_grad()
 def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
     """Run the evaluation `cfg` describes; returns (and writes to `cfg.out`) its metrics.
@@ -307,7 +239,6 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
 
 def _evaluate_partners(cfg: EvalConfig, env, policy, partners, scenarios: str, ck: dict) -> dict:
     """`evaluate` with a partner population: overall and per-partner paired trials, written to `cfg.out`."""
-    from ttlab.drive.partner_eval import partner_summary, policy_ego, run_paired
     from ttlab.drive.partners import build_population
 
     if cfg.video is not None:

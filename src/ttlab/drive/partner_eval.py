@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from ttlab.drive.evaluate import PairedTrials
+from ttlab.drive.paired import PairedTrials
 from ttlab.drive.policy.dist import sample
 
 

@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 
 from ttlab.drive.policy.dist import sample
+from ttlab.drive.policy_io import load_policy
 from ttlab.drive.sim import rng
 from ttlab.drive.sim.dynamics import NUM_STEER
 
@@ -143,7 +144,6 @@ class PartnerPopulation:
 def build_population(specs: list[str] | tuple[str, ...], weights: list[float] | tuple[float, ...] | None, env,
                      device: torch.device | str | None = None) -> PartnerPopulation:
     """Partners by name (`SCRIPTED`) or checkpoint stem, with sampling weights (default: uniform)."""
-    from ttlab.drive.train import load_policy  # deferred: train imports this module
 
     if getattr(env.cfg, "action", "discrete") != "discrete":
         raise ValueError("a partner population needs discrete actions (scripted partners act on the discrete grid)")

@@ -15,18 +15,18 @@ import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
 from ttlab.common.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
-from ttlab.common.config import from_dict, to_dict
+from ttlab.common.config import to_dict
 from ttlab.common.device import resolve_device, seed_everything
 from ttlab.common.duration import parse_duration
 from ttlab.common.logging import Logger, console, progress
 from ttlab.common.runs import make_run_dir
 from ttlab.drive.partners import build_population
 from ttlab.drive.policy import PolicyConfig, build_policy
+from ttlab.drive.policy_io import env_horizon, is_continuous, load_policy  # noqa: F401 (re-exported)
 from ttlab.drive.ppo import PPOConfig, annealed, ppo_update, schedule_progress
 from ttlab.drive.rollout import CoPlayers, Rollout
 from ttlab.drive.sim.env import DriveEnv, EnvConfig
@@ -107,21 +107,6 @@ class TrainConfig:
             self.time_limit = f"{self.time_limit:g}m" if self.time_limit > 0 else ""
 
 
-def env_horizon(env) -> int:
-    """Steps in one episode: K x trial_length in trial mode, else episode_length."""
-    cfg = getattr(env, "cfg", None)
-    if cfg is None:
-        return int(env.horizon)
-    if cfg.goal_behavior == "trial":
-        return cfg.k_trials * cfg.trial_length
-    return cfg.episode_length
-
-
-def is_continuous(env) -> bool:
-    cfg = getattr(env, "cfg", None)
-    return bool(cfg is not None and getattr(cfg, "action", "discrete") == "continuous")
-
-
 def make_env(env_cfg: EnvConfig, scenarios: str, device: torch.device, seed: int) -> DriveEnv:
     from ttlab.drive.scenarios.pool import load_pool
 
@@ -131,20 +116,6 @@ def make_env(env_cfg: EnvConfig, scenarios: str, device: torch.device, seed: int
     pool = load_pool(scenarios, device)
     # the rollout copies each observation into its buffer before the next step, so one reused obs tensor is safe
     return DriveEnv(dataclasses.replace(env_cfg, reuse_obs=True), pool, device, seed)
-
-
-def load_policy(stem: str | Path, env, device: torch.device) -> torch.nn.Module:
-    """A policy from a `ttlab drive train` checkpoint, built for `env`'s observation layout."""
-    ck = load_checkpoint(stem, "cpu")
-    if "policy" not in ck or "policy_config" not in ck:
-        raise ValueError(f"{stem}: not a drive policy checkpoint (no 'policy' / 'policy_config')")
-    pcfg = from_dict(PolicyConfig, ck["policy_config"])
-    policy = build_policy(pcfg, env.layout, env.num_actions, is_continuous(env), horizon=int(ck["horizon"]))
-    try:
-        policy.load_state_dict(ck["policy"])
-    except RuntimeError as e:
-        raise ValueError(f"{stem}: weights do not fit this env's observation layout ({e})") from e
-    return policy.to(device)
 
 
 def collision_penalty(cfg: TrainConfig, frac: float) -> float:
