@@ -6,7 +6,8 @@ import json
 import os
 import uuid
 
-from ttlab.discover.loop import SearchConfig, run_search
+from ttlab.discover.config import SearchConfig
+from ttlab.discover.loop import run_search
 from ttlab.discover.proposers import Proposal, Proposer
 
 SECRET = "ttlab-loop-secret-" + uuid.uuid4().hex
@@ -45,7 +46,7 @@ class HostileProposer(Proposer):
 
 def test_search_survives_hostile_programs_and_leaks_nothing(tmp_path):
     os.environ["TTLAB_LOOP_SECRET"] = SECRET
-    cfg = SearchConfig(budget="60s", program_budget_s=1.0, grace_s=3.0, init_states=2, states_per_step=1,
+    cfg = SearchConfig(time_limit="60s", program_budget_s=1.0, grace_s=3.0, init_states=2, states_per_step=1,
                        samples_per_state=5, max_steps=1, workers=2, memory_mb=1536, root=str(tmp_path), run_name="h")
     try:
         rec = run_search(cfg, proposer=HostileProposer(), log=lambda *_: None)
