@@ -48,6 +48,15 @@ def quick_commands(out: Path) -> dict[str, list[str]]:
                            str(o["discover_tasks"]), "--out", str(o["discover_tasks"] / "discover_tasks.json")],
         "erdos_basins": ["benchmarks/erdos_basins.py", "--multistart", "--n", "20", "--seconds", "5"],
         "wm_train": ["benchmarks/wm_train.py", "--out", str(o["wm_train"] / "wm_train.json")],
+        "drive_replay": ["benchmarks/drive_replay.py", "--procedural", "procedural:n=8,agents=8,seed=1000", "--envs", "8",
+                         "--out", str(out / "drive_replay" / "drive_replay.json")],
+        "drive_partner_adapt": ["benchmarks/drive_partner_adapt.py", "--preset", "partner_adapt_debug", "--seeds", "1",
+                                "--cores", "transformer,mlp", "--aux", "off", "--eval-envs", "4", "--eval-episodes", "1",
+                                "--jobs", "1", "--out", str(out / "drive_partner_adapt" / "drive_partner_adapt.json"),
+                                "--png", str(out / "drive_partner_adapt" / "drive_partner_adapt.png")],
+        "wm_evidence": ["benchmarks/wm_evidence.py", "--data", str(out / "wm_evidence" / "data"), "--episodes", "8",
+                        "--episode-steps", "60", "--max-steps", "4", "--eval-windows", "4", "--rollout-episodes", "1",
+                        "--run-name", "bench_quick", "--out-dir", str(out / "wm_evidence")],
     }
 
 

@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--program", default=None, help="library program: minimax (exact SLP) or lse (smoothed)")
     ap.add_argument("--seed", type=int, default=None, help="program seed (round r gets seed + r)")
     ap.add_argument("--settings", default=None, help="JSON overriding the program's SETTINGS")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "erdos_polish.json"))
+    ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "discover_polish" / "erdos_polish.json"))
     a = ap.parse_args()
     try:
         ref = Path(a.ref) if a.ref else shared_data_file("erdos_reference.json")
@@ -65,6 +65,7 @@ def main() -> None:
                 "config": {"program": cfg.program, "settings": cfg.settings, "time_limit": cfg.time_limit,
                            "round_s": cfg.round_s, "upsample": cfg.upsample, "seed": cfg.seed},
                 "command": "python benchmarks/discover_polish.py " + shlex.join(sys.argv[1:])})
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(rec) + "\n")
     ex = rec["exact"]
     print(json.dumps({"benchmark": "discover_polish", "start": rec["start"], "n": rec["n"],

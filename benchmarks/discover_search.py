@@ -107,8 +107,8 @@ def main() -> None:
     ap.add_argument("--init-states", type=int, default=None)
     ap.add_argument("--states-per-step", type=int, default=None)
     ap.add_argument("--samples-per-state", type=int, default=None)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "discover_search.json"))
-    ap.add_argument("--png", default=str(ROOT / "benchmarks" / "results" / "discover_search.png"))
+    ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "discover_search" / "discover_search.json"))
+    ap.add_argument("--png", default=str(ROOT / "runs" / "bench" / "discover_search" / "discover_search.png"))
     ap.add_argument("--best-out", default="", help="write the best seed's best construction here (its run's "
                     "best.json: construction, the program that wrote it, the exact check)")
     a = ap.parse_args()

@@ -34,7 +34,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--root", default="runs")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "discover_tasks.json"))
+    ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "discover_tasks" / "discover_tasks.json"))
     a = ap.parse_args()
     tasks = [t.strip() for t in a.tasks.split(",") if t.strip()]
     for name in tasks:  # a wrong name fails before any search runs

@@ -36,7 +36,7 @@ from ttlab.drive.adapt_eval import run_policy
 from ttlab.drive.presets import hidden_exit
 from ttlab.drive.scripted import FixedChooser, MemoryChooser, pool_exit_routes, run_scripted
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "runs" / "bench" / "drive_adapt"  # canonical: benchmarks/results/drive_adapt/
 
 
 def _panel(draw, box, series, title: str, ylim: tuple[float, float], xmax: float) -> None:

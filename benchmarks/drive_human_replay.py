@@ -28,7 +28,7 @@ from ttlab.drive.evaluate import EvalConfig, evaluate
 from ttlab.drive.scenarios.pool import load_scenarios
 from ttlab.drive.scenarios.waymo_json import ScenarioRepairWarning
 
-RESULTS = Path(__file__).resolve().parent / "results" / "drive_human_replay"
+RESULTS = Path(__file__).resolve().parents[1] / "runs" / "bench" / "drive_human_replay"
 HEADLINE = ("_score", "_goal_rate", "_collision_rate", "_offroad_rate")
 
 

@@ -37,7 +37,7 @@ from ttlab.drive.partner_scripted import MemoryEgo, TimedEgo
 from ttlab.drive.partners import HELD_OUT_PARTNERS
 from ttlab.drive.presets import PARTNER_HELD_OUT, TRAIN_PRESETS
 
-RESULTS = Path(__file__).resolve().parent / "results" / "drive_partner_adapt"
+RESULTS = Path(__file__).resolve().parents[1] / "runs" / "bench" / "drive_partner_adapt"
 SHADES = {"transformer": (31, 119, 180), "lstm": (44, 160, 44), "mlp": (230, 120, 20)}
 
 

@@ -37,7 +37,7 @@ from ttlab.drive.scenarios.pool import build_pool, load_scenarios
 from ttlab.drive.scenarios.waymo_json import ScenarioRepairWarning, load_scenario
 from ttlab.drive.sim.env import DriveEnv
 
-RESULTS = Path(__file__).resolve().parent / "results" / "drive_replay"
+RESULTS = Path(__file__).resolve().parents[1] / "runs" / "bench" / "drive_replay"
 
 
 def measure(preset: str, scenes: list, envs: int, episodes: int, anchor: str) -> dict:

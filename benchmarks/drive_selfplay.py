@@ -35,7 +35,7 @@ from ttlab.drive.presets import TRAIN_PRESETS
 from ttlab.drive.stats import choose_checkpoint
 from ttlab.drive.train import train
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "runs" / "bench" / "drive_selfplay"
 CURVE_KEYS = ("env/goal_rate", "env/collision_rate", "env/offroad_rate", "env/score", "charts/SPS",
               "losses/approx_kl", "losses/entropy", "charts/learning_rate")
 

@@ -144,7 +144,7 @@ def main() -> None:
     ap.add_argument("--data", default="data/pusht64", help="PushT dataset (wm_evidence.py generates it)")
     ap.add_argument("--eval-windows", type=int, default=256)
     ap.add_argument("--rollout-horizon", type=int, default=24)
-    ap.add_argument("--out", default="benchmarks/results/wm_ablation.json")
+    ap.add_argument("--out", default="runs/bench/wm_ablation/wm_ablation.json")
     ap.add_argument("--table", action="store_true", help="print the README table of the results JSON and exit")
     args = ap.parse_args()
     if args.table:

@@ -141,7 +141,7 @@ def main() -> None:
     ap.add_argument("--eval-only", action="store_true", help="score the existing run without training")
     ap.add_argument("--eval-windows", type=int, default=256)
     ap.add_argument("--rollout-episodes", type=int, default=32)
-    ap.add_argument("--out-dir", default="benchmarks/results/wm_evidence")
+    ap.add_argument("--out-dir", default="runs/bench/wm_evidence")
     args = ap.parse_args()
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     torch.set_num_threads(args.threads)

@@ -29,12 +29,12 @@ def test_train_help_and_bad_model_names_the_flag(tmp_path, capsys):
     assert main(["train", "--help"]) == 0
     assert "--rollouts-per-state" in capsys.readouterr().out
     assert main(["train", "--preset", "debug", "--model", str(tmp_path / "nope")]) == 2
-    assert "--model" in capsys.readouterr().out
+    assert "--model" in capsys.readouterr().err
     assert main(["train", "--preset", "debug", "--model", "no-such-builtin"]) == 2
-    assert "smollm2-135m" in capsys.readouterr().out  # the error lists the built-in names
+    assert "smollm2-135m" in capsys.readouterr().err  # the error lists the built-in names
     (tmp_path / "empty").mkdir()
     assert main(["train", "--preset", "debug", "--model", str(tmp_path / "empty")]) == 2
-    assert "config.json" in capsys.readouterr().out
+    assert "config.json" in capsys.readouterr().err
 
 
 def test_kill_9_mid_run_loses_at_most_the_step_in_flight(tmp_path):

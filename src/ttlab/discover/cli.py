@@ -82,7 +82,7 @@ def cmd_train(argv: list[str]) -> int:
     cfg = parse_config(TrainConfig, TRAIN_PRESETS, argv=argv, prog="ttlab discover train")
     try:
         resolve_model(cfg.policy.model)
-    except ImportError as e:  # a model format whose optional reader is missing
+    except (OSError, ValueError, ImportError) as e:  # no such model, or a format whose optional reader is missing
         raise UserError(f"--model {cfg.policy.model}: {e}") from e
     # deferred on purpose: the trainer pulls in transformers and peft (~4 s of imports) that no other command needs
     from ttlab.discover.llm.trainer import train
