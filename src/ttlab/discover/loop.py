@@ -21,6 +21,7 @@ from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.logging import Logger
 from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages
+from ttlab.discover.blocks import with_blocks
 from ttlab.discover.llm.http_proposer import HTTPConfig, HTTPProposer
 from ttlab.discover.proposers import LibraryProposer, Proposer
 from ttlab.discover.puct import PUCTTree
@@ -212,7 +213,8 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
             props = proposer.propose(states, cfg.samples_per_state)
             rounds = math.ceil(len(props) / cfg.workers)
             pb = max(0.5, min(cfg.program_budget_s, left / rounds - 1.0))
-            futs = [pool.submit(Job(p.code, tree.nodes[p.state_id].array(), pb, seed=cfg.seed * 100003 + tree.total + i),
+            futs = [pool.submit(Job(with_blocks(p.code), tree.nodes[p.state_id].array(), pb,
+                                    seed=cfg.seed * 100003 + tree.total + i),
                                 Limits(wall_s=pb + cfg.grace_s, memory_mb=cfg.memory_mb)) for i, p in enumerate(props)]
             rewards, valids, groups, fails = [], [], [], {}
             deadline = time.monotonic() + batch_deadline_s(len(futs), cfg.workers, Limits(wall_s=pb + cfg.grace_s))

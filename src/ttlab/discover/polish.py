@@ -120,6 +120,7 @@ def record(task, h: np.ndarray, score: float, history: list[dict], claim: str) -
 
 
 def run_polish(cfg: PolishConfig, log=print) -> dict:
+    from ttlab.discover.blocks import with_blocks
     from ttlab.discover.cli import load_constructions
     from ttlab.discover.loop import parse_budget
     from ttlab.discover.proposers import library_programs, read_settings, render
@@ -152,7 +153,7 @@ def run_polish(cfg: PolishConfig, log=print) -> dict:
             raise ValueError(f"--settings must be a JSON object of the program's keys ({', '.join(sorted(settings))}); "
                              f"got {cfg.settings!r}")
         settings.update(extra)
-    code = render(src, settings)
+    code = with_blocks(render(src, settings))  # the Erdős programs import the building blocks
     sign = -1.0 if task.higher_is_better else 1.0
     log(f"polish {task.name}: {name} (n={best.size}) verified {best_score:.10f}; program {cfg.program}, "
         f"budget {budget:.0f}s in rounds of {cfg.round_s:.0f}s -> {cfg.out}")
