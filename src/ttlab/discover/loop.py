@@ -21,10 +21,11 @@ from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.logging import Logger
 from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages
-from ttlab.discover.blocks import with_blocks
+from ttlab.discover.blocks import program_meta, with_blocks
 from ttlab.discover.llm.http_proposer import HTTPConfig, HTTPProposer
-from ttlab.discover.proposers import LibraryProposer, Proposer
+from ttlab.discover.proposers import LibraryProposer, Proposer, library_programs, read_settings
 from ttlab.discover.puct import PUCTTree
+from ttlab.discover.random_blocks import RandomBlocksProposer
 from ttlab.discover.sandbox import Job, Limits, SandboxPool, batch_deadline_s, result_within
 from ttlab.discover.tasks import get_task
 from ttlab.discover.tasks.base import Task, VerifyResult
@@ -37,8 +38,9 @@ class SearchConfig:
     task: str = "erdos"
     """erdos | ac1 | ac2 | circle26 | circle32."""
     proposer: str = "library"
-    """library (offline optimiser programs) | http (an OpenAI-compatible server, generation only; the
-    trained LLM proposer is `ttlab discover train`)."""
+    """library (offline optimiser programs) | random_blocks (random compositions of the Erdős building
+    blocks, no model) | http (an OpenAI-compatible server, generation only; the trained LLM proposer is
+    `ttlab discover train`)."""
     http: HTTPConfig = field(default_factory=HTTPConfig)
     """--proposer http: the server (--http.base-url, --http.model, ...)."""
     budget: str = "10m"
@@ -53,6 +55,15 @@ class SearchConfig:
     """Seconds each program is told it may run (`budget_s`); the wall limit adds `grace_s`."""
     grace_s: float = 10.0
     """Extra wall-clock seconds before a program's process group is killed."""
+    program_wall_factor: float = 1.0
+    """A program's wall limit is this times its budget, plus grace_s. Programs that budget by the CPU time of
+    their own process (the Erdős library and block programs) then run until budget_s CPU seconds or this
+    times budget_s wall seconds, so on a loaded machine they still get their CPU seconds (1: a plain
+    wall-clock budget)."""
+    cpu_budget: str = ""
+    """Also stop once the programs together report this much CPU time (e.g. 30m; empty: no CPU budget).
+    Each program's CPU seconds come from its `program_meta` line (its wall seconds when it prints none);
+    --budget stays the wall-clock backstop."""
     memory_mb: int = 3072
     """Address-space limit per program (MiB)."""
     init_states: int = 4
@@ -172,11 +183,17 @@ def parse_program_settings(spec: str, task: str) -> dict[str, dict]:
 def make_proposer(cfg: SearchConfig) -> Proposer:
     if cfg.proposer == "library":
         spec = cfg.program_weights or DEFAULT_PROGRAM_WEIGHTS.get(cfg.task, "")
-        return LibraryProposer(cfg.task, seed=cfg.seed, weights=parse_program_weights(spec, cfg.task),
-                               pinned=parse_program_settings(cfg.program_settings, cfg.task))
+        pinned = parse_program_settings(cfg.program_settings, cfg.task)
+        if cfg.program_wall_factor != 1.0:  # CPU-budgeted programs learn their wall backstop from SETTINGS
+            for name, src in library_programs(cfg.task).items():
+                if "wall_factor" in read_settings(src):
+                    pinned.setdefault(name, {}).setdefault("wall_factor", cfg.program_wall_factor)
+        return LibraryProposer(cfg.task, seed=cfg.seed, weights=parse_program_weights(spec, cfg.task), pinned=pinned)
+    if cfg.proposer == "random_blocks":
+        return RandomBlocksProposer(cfg.task, seed=cfg.seed, wall_factor=cfg.program_wall_factor)
     if cfg.proposer == "http":
         return HTTPProposer(cfg.http, task=get_task(cfg.task), seed=cfg.seed)
-    raise ValueError(f"--proposer {cfg.proposer!r}: this command knows `library` and `http`; the trained LLM "
+    raise ValueError(f"--proposer {cfg.proposer!r}: this command knows `library`, `random_blocks` and `http`; the trained LLM "
                      "proposer runs via `ttlab discover train`")
 
 
@@ -184,6 +201,12 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
     """Run the loop; returns the best record (also written to <run>/best.json). `on_step(dict)` is called after
     every step with step, t (s), evals, valid and best_score (benchmarks record best-vs-time with it)."""
     budget = parse_budget(cfg.budget)
+    try:
+        cpu_budget = parse_budget(cfg.cpu_budget) if cfg.cpu_budget else math.inf
+    except ValueError:
+        raise ValueError(f"--cpu-budget {cfg.cpu_budget!r}: expected a number with optional unit s/m/h, e.g. 30m") from None
+    if not cfg.program_wall_factor >= 1.0:
+        raise ValueError(f"--program-wall-factor {cfg.program_wall_factor}: must be >= 1")
     task = get_task(cfg.task)
     proposer = proposer or make_proposer(cfg)  # before the run dir: a bad flag leaves nothing behind
     run = make_run_dir("discover", cfg, cfg.run_name, cfg.root, cfg.resume)
@@ -201,26 +224,32 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
     logger = Logger(run.path)
     t0 = time.time()
     evals = valid_n = 0
+    cpu_used = 0.0  # the programs' CPU seconds (as they report them; wall seconds when they do not)
+    wf = cfg.program_wall_factor
     limits = Limits(wall_s=cfg.program_budget_s + cfg.grace_s, memory_mb=cfg.memory_mb)
     with SandboxPool(cfg.workers, limits) as pool:
         log(f"sandbox: {pool.caps}; run dir {run.path}")
         steps = 0
         while True:
             left = budget - (time.time() - t0)
-            if left < 1.0 or (cfg.max_steps and steps >= cfg.max_steps):
+            if left < 1.0 or cpu_budget - cpu_used < 1.0 or (cfg.max_steps and steps >= cfg.max_steps):
                 break
             states = tree.select(cfg.states_per_step)
             props = proposer.propose(states, cfg.samples_per_state)
             rounds = math.ceil(len(props) / cfg.workers)
-            pb = max(0.5, min(cfg.program_budget_s, left / rounds - 1.0))
+            pb = max(0.5, min(cfg.program_budget_s, (left / rounds - 1.0) / wf,
+                              (cpu_budget - cpu_used) / len(props) - 1.0))
             futs = [pool.submit(Job(with_blocks(p.code), tree.nodes[p.state_id].array(), pb,
                                     seed=cfg.seed * 100003 + tree.total + i),
-                                Limits(wall_s=pb + cfg.grace_s, memory_mb=cfg.memory_mb)) for i, p in enumerate(props)]
-            rewards, valids, groups, fails = [], [], [], {}
-            deadline = time.monotonic() + batch_deadline_s(len(futs), cfg.workers, Limits(wall_s=pb + cfg.grace_s))
+                                Limits(wall_s=wf * pb + cfg.grace_s, memory_mb=cfg.memory_mb)) for i, p in enumerate(props)]
+            rewards, valids, groups, fails, programs = [], [], [], {}, []
+            deadline = time.monotonic() + batch_deadline_s(len(futs), cfg.workers, Limits(wall_s=wf * pb + cfg.grace_s))
             for p, f in zip(props, futs, strict=True):
                 sr = result_within(f, deadline - time.monotonic())
                 evals += 1
+                meta = program_meta(sr.stdout)
+                cpu_s = min(max(meta.get("cpu_s", sr.wall_s), 0.0), wf * pb + cfg.grace_s + 1.0)  # a report: clamped
+                cpu_used += cpu_s
                 vr = task.verify(sr.output, sr.reported_score) if sr.ok else VerifyResult(False, float("nan"), 0.0, {}, sr.reason)
                 tree.record_expansion(p.state_id)
                 if vr.valid:
@@ -232,6 +261,8 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
                 rewards.append(vr.reward)
                 valids.append(vr.valid)
                 groups.append(p.state_id)
+                programs.append({"status": sr.status, "score": vr.score if vr.valid else None, "budget_s": round(pb, 3),
+                                 "cpu_s": round(cpu_s, 3), "wall_s": round(sr.wall_s, 3), "cpu_reported": "cpu_s" in meta})
             adv, keep = group_advantages(np.array(rewards), np.array(valids), groups)
             tree.flush()
             tree.save(tree_path)
@@ -244,12 +275,13 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
                             "search/adv_kept_frac": float(keep.mean()) if keep.size else 0.0}, tree.total)
             if on_step is not None:
                 on_step({"step": tree.step, "t": elapsed, "evals": evals, "valid": valid_n,
-                         "best_score": rec.get("score", float("nan"))})
-            log(f"step {tree.step:4d}  t={elapsed:6.0f}s  evals={evals}  valid={valid_n}  "
+                         "best_score": rec.get("score", float("nan")), "cpu_s": cpu_used, "programs": programs})
+            log(f"step {tree.step:4d}  t={elapsed:6.0f}s  cpu={cpu_used:6.0f}s  evals={evals}  valid={valid_n}  "
                 f"fails={fails or '-'}  best {task.name} score={rec.get('score', float('nan')):.9f}")
     logger.close()
     rec = best_record(task, tree)
-    rec.update({"evals": evals, "valid": valid_n, "elapsed_s": time.time() - t0, "run_dir": str(run.path)})
+    rec.update({"evals": evals, "valid": valid_n, "elapsed_s": time.time() - t0, "programs_cpu_s": cpu_used,
+                "run_dir": str(run.path)})
     atomic_write_text(run.file("best.json"), json.dumps(rec) + "\n")
     log(f"best {task.name}: {rec.get('message')} -> {Path(run.path) / 'best.json'}")
     return rec
