@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--max-groups", type=int, default=6)
     args = ap.parse_args()
+    from ttlab.discover.blocks import with_blocks
     from ttlab.discover.sandbox import Job, Limits, SandboxPool
     from ttlab.discover.tasks import get_task
 
@@ -62,7 +63,7 @@ def main() -> None:
             kids = groups[pid]
             parent = np.asarray(by_id[pid]["construction"], dtype=np.float64)
             logged = np.array([float(k["reward"]) for k in kids])
-            futs = [[pool.submit(Job(k["code"], parent, args.budget_s, seed=1000 + s)) for s in range(args.seeds)]
+            futs = [[pool.submit(Job(with_blocks(k["code"]), parent, args.budget_s, seed=1000 + s)) for s in range(args.seeds)]
                     for k in kids]
             rerun = np.full((len(kids), args.seeds), np.nan)
             for i, fs in enumerate(futs):

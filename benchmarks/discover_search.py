@@ -11,6 +11,11 @@ the other. Recorded per seed: best C5 after every step (with wall time and evalu
 it first beat AlphaEvolve (0.380924) and the record (0.380876), evaluations per second; across seeds: the
 best, median and spread. The best construction of each seed is kept in its run directory; the overall best
 is checked in exact rational arithmetic. Writes the JSON (--out) and a best-vs-time plot (--png).
+
+With --cpu-budget the search also stops once its programs have used that much CPU time (each program budgets
+by its own process's CPU time when --program-wall-factor > 1), so a run measures "T minutes on one core"
+whatever else the machine runs; every program's budget, CPU and wall seconds are recorded per seed, and the
+first-below times are given in both wall and program CPU seconds.
 """
 
 from __future__ import annotations
@@ -38,8 +43,8 @@ ALPHAEVOLVE = 0.380924
 HAUGLAND = 0.380927
 
 
-def first_below(curve: list[dict], bound: float) -> float | None:
-    return next((round(p["t"], 1) for p in curve if p["best_score"] <= bound), None)
+def first_below(curve: list[dict], bound: float, key: str = "t") -> float | None:
+    return next((round(p[key], 1) for p in curve if p["best_score"] <= bound), None)
 
 
 def best_by(curve: list[dict], t: float) -> float | None:
@@ -104,6 +109,10 @@ def main() -> None:
     ap.add_argument("--program-weights", default=None, help="as `ttlab discover search` (empty: the task's default)")
     ap.add_argument("--program-settings", default=None, help="JSON pinning program settings, as `ttlab discover search`")
     ap.add_argument("--program-budget-s", type=float, default=None)
+    ap.add_argument("--proposer", default=None, choices=["library", "random_blocks"], help="default: library")
+    ap.add_argument("--cpu-budget", default=None, help="also stop at this much program CPU time (e.g. 30m)")
+    ap.add_argument("--program-wall-factor", type=float, default=None,
+                    help="a program's wall limit is this times its (CPU) budget")
     ap.add_argument("--init-states", type=int, default=None)
     ap.add_argument("--states-per-step", type=int, default=None)
     ap.add_argument("--samples-per-state", type=int, default=None)
@@ -112,7 +121,7 @@ def main() -> None:
     ap.add_argument("--best-out", default="", help="write the best seed's best construction here (its run's "
                     "best.json: construction, the program that wrote it, the exact check)")
     a = ap.parse_args()
-    given = {k: getattr(a, k) for k in ("time_limit", "workers", "program_weights", "program_settings", "program_budget_s",
+    given = {k: getattr(a, k) for k in ("time_limit", "workers", "proposer", "cpu_budget", "program_wall_factor", "program_weights", "program_settings", "program_budget_s",
                                         "init_states", "states_per_step", "samples_per_state")}
     base = dataclasses.replace(SEARCH_PRESETS[a.preset]() if a.preset else SearchConfig(),
                                **{k: v for k, v in given.items() if v is not None})
@@ -124,16 +133,21 @@ def main() -> None:
     best_overall = None
     for seed in seeds:
         curve: list[dict] = []
-        cfg = dataclasses.replace(base, task="erdos", proposer="library", seed=seed, root=a.root,
+        cfg = dataclasses.replace(base, task="erdos", seed=seed, root=a.root,
                                   run_name=f"bench_search_{int(t0)}_seed{seed}")
-        rec = run_search(cfg, log=lambda s: print(s, flush=True), on_step=curve.append)
+        rec = run_search(cfg, log=lambda s: print(s, flush=True),
+                         on_step=lambda p, curve=curve: curve.append({**p, "load1": round(os.getloadavg()[0], 2)}))
         ev = rec.get("evals", 0)
         row = {"seed": seed, "best_score": rec["score"], "evals": ev, "elapsed_s": round(rec["elapsed_s"], 1),
                "evals_per_s": round(ev / max(rec["elapsed_s"], 1e-9), 3), "run_dir": rec["run_dir"],
                "t_below_alphaevolve": first_below(curve, ALPHAEVOLVE), "t_below_record": first_below(curve, RECORD),
+               "cpu_below_alphaevolve": first_below(curve, ALPHAEVOLVE, "cpu_s"),
+               "cpu_below_record": first_below(curve, RECORD, "cpu_s"), "programs_cpu_s": round(rec["programs_cpu_s"], 1),
+               "programs": [dict(q, step=p["step"]) for p in curve for q in p["programs"]],
                "best_by_600s": best_by(curve, 600.0), "best_by_3600s": best_by(curve, 3600.0),
                "exact": rec.get("exact"),
-               "curve": [{k: (round(v, 12) if isinstance(v, float) else v) for k, v in p.items()} for p in curve]}
+               "curve": [{k: (round(v, 12) if isinstance(v, float) else v) for k, v in p.items() if k != "programs"}
+                         for p in curve]}
         out.append(row)
         if best_overall is None or rec["score"] < best_overall[0]:
             best_overall = (rec["score"], np.asarray(rec["construction"], dtype=np.float64), seed)
@@ -145,7 +159,8 @@ def main() -> None:
            "machine": {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                        "load_end": [round(x, 2) for x in os.getloadavg()]},
            "config": {"preset": a.preset, "time_limit": base.time_limit, "workers": base.workers, "seeds": seeds,
-                      "proposer": "library", "program_weights": base.program_weights,
+                      "proposer": base.proposer, "cpu_budget": base.cpu_budget,
+                      "program_wall_factor": base.program_wall_factor, "program_weights": base.program_weights,
                       "program_settings": base.program_settings, "program_budget_s": base.program_budget_s,
                       "init_states": base.init_states, "states_per_step": base.states_per_step,
                       "samples_per_state": base.samples_per_state},
@@ -165,6 +180,8 @@ def main() -> None:
     plot(res, Path(a.png))
     print(json.dumps({"benchmark": "discover_search", **res["summary"], "preset": a.preset, "time_limit": base.time_limit,
                       "t_below_alphaevolve": [r["t_below_alphaevolve"] for r in out],
+                      "cpu_below_record": [r["cpu_below_record"] for r in out],
+                      "programs_cpu_s": [r["programs_cpu_s"] for r in out],
                       "wall_s": res["wall_s"], "machine": res["machine"], "commit": rev}))
 
 

@@ -74,9 +74,10 @@ class SearchConfig:
 
     task: TaskName = "erdos"
     """Which task."""
-    proposer: str = "library"
-    """library (offline optimiser programs) | http (an OpenAI-compatible server, generation only; the
-    trained LLM proposer is `ttlab discover train`)."""
+    proposer: Literal["library", "random_blocks", "http"] = "library"
+    """library (offline optimiser programs) | random_blocks (random compositions of the Erdős building blocks, no
+    model) | http (an OpenAI-compatible server, generation only; the trained LLM proposer is `ttlab discover
+    train`)."""
     http: HTTPConfig = field(default_factory=HTTPConfig)
     """--proposer http: the server (--http.base-url, --http.model, ...)."""
     time_limit: str = "10m"
@@ -118,6 +119,14 @@ class SearchConfig:
     """Continue the run in runs/discover/<run_name> from its tree.json."""
     max_steps: int = 0
     """Stop after this many steps (0: only the time limit stops the run)."""
+    program_wall_factor: float = 1.0
+    """A program's wall limit is this times its budget, plus grace_s. Programs that budget by the CPU time of
+    their own process (the Erdős library and block programs) then run until budget_s CPU seconds or this
+    times budget_s wall seconds, so on a loaded machine they still get their CPU seconds (1: a plain wall limit)."""
+    cpu_budget: str = ""
+    """Also stop once the programs together report this much CPU time (e.g. 30m; empty: no CPU budget). Each
+    program's CPU seconds come from its `program_meta` line (its wall seconds when it prints none);
+    --time-limit stays the wall-clock backstop."""
     known: tuple[str, ...] = ()
     """Construction files (any format `ttlab discover verify` reads) whose constructions count as known besides
     the task's published references: a result equal to one after normalisation is a copy and earns nothing."""

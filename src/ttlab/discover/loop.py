@@ -20,14 +20,17 @@ import numpy as np
 
 from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.duration import parse_duration
+from ttlab.common.errors import UserError
 from ttlab.common.logging import Logger
 from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages
+from ttlab.discover.blocks import program_meta, with_blocks
 from ttlab.discover.config import SearchConfig
 from ttlab.discover.llm.http_proposer import HTTPProposer
 from ttlab.discover.proposers import LibraryProposer, Proposer, library_programs, read_settings
 from ttlab.discover.provenance import Judge, Known, program_hash
 from ttlab.discover.puct import PUCTTree
+from ttlab.discover.random_blocks import RandomBlocksProposer
 from ttlab.discover.sandbox import Job, Limits, SandboxPool, batch_deadline_s, result_within
 from ttlab.discover.tasks import get_task
 from ttlab.discover.tasks.base import Task, VerifyResult
@@ -104,11 +107,17 @@ def parse_program_settings(spec: str, task: str) -> dict[str, dict]:
 def make_proposer(cfg: SearchConfig) -> Proposer:
     if cfg.proposer == "library":
         spec = cfg.program_weights or DEFAULT_PROGRAM_WEIGHTS.get(cfg.task, "")
-        return LibraryProposer(cfg.task, seed=cfg.seed, weights=parse_program_weights(spec, cfg.task),
-                               pinned=parse_program_settings(cfg.program_settings, cfg.task))
+        pinned = parse_program_settings(cfg.program_settings, cfg.task)
+        if cfg.program_wall_factor != 1.0:  # CPU-budgeted programs learn their wall backstop from SETTINGS
+            for name, src in library_programs(cfg.task).items():
+                if "wall_factor" in read_settings(src):
+                    pinned.setdefault(name, {}).setdefault("wall_factor", cfg.program_wall_factor)
+        return LibraryProposer(cfg.task, seed=cfg.seed, weights=parse_program_weights(spec, cfg.task), pinned=pinned)
+    if cfg.proposer == "random_blocks":
+        return RandomBlocksProposer(cfg.task, seed=cfg.seed, wall_factor=cfg.program_wall_factor)
     if cfg.proposer == "http":
         return HTTPProposer(cfg.http, task=get_task(cfg.task), seed=cfg.seed)
-    raise ValueError(f"--proposer {cfg.proposer!r}: this command knows `library` and `http`; the trained LLM "
+    raise ValueError(f"--proposer {cfg.proposer!r}: this command knows `library`, `random_blocks` and `http`; the trained LLM "
                      "proposer runs via `ttlab discover train`")
 
 
@@ -116,6 +125,9 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
     """Run the loop; returns the best record (also written to <run>/best.json). `on_step(dict)` is called after
     every step with step, t (s), evals, valid and best_score (benchmarks record best-vs-time with it)."""
     budget = parse_duration(cfg.time_limit) or float("inf")
+    cpu_budget = parse_duration(cfg.cpu_budget, "--cpu-budget") or math.inf
+    if not cfg.program_wall_factor >= 1.0:
+        raise UserError(f"--program-wall-factor {cfg.program_wall_factor}: must be >= 1")
     task = get_task(cfg.task)
     proposer = proposer or make_proposer(cfg)  # before the run dir: a bad flag leaves nothing behind
     known = Known.for_task(task, cfg.known)
@@ -134,6 +146,8 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
     logger = Logger(run.path)
     t0 = time.time()
     evals = valid_n = 0
+    cpu_used = 0.0  # the programs' CPU seconds (as they report them; wall seconds when they do not)
+    wf = cfg.program_wall_factor
     limits = Limits(wall_s=cfg.program_budget_s + cfg.grace_s, memory_mb=cfg.memory_mb)
     judge = Judge(task, known)
     with SandboxPool(cfg.workers, limits) as pool:
@@ -142,19 +156,24 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
         steps = 0
         while True:
             left = budget - (time.time() - t0)
-            if left < 1.0 or (cfg.max_steps and steps >= cfg.max_steps):
+            if left < 1.0 or cpu_budget - cpu_used < 1.0 or (cfg.max_steps and steps >= cfg.max_steps):
                 break
             states = tree.select(cfg.states_per_step)
             props = proposer.propose(states, cfg.samples_per_state)
             rounds = math.ceil(len(props) / cfg.workers)
-            pb = max(0.5, min(cfg.program_budget_s, left / rounds - 1.0))
-            futs = [pool.submit(Job(p.code, tree.nodes[p.state_id].array(), pb, seed=cfg.seed * 100003 + tree.total + i),
-                                Limits(wall_s=pb + cfg.grace_s, memory_mb=cfg.memory_mb)) for i, p in enumerate(props)]
-            rewards, valids, groups, fails, lines = [], [], [], {}, []
-            deadline = time.monotonic() + batch_deadline_s(len(futs), cfg.workers, Limits(wall_s=pb + cfg.grace_s))
+            pb = max(0.5, min(cfg.program_budget_s, (left / rounds - 1.0) / wf,
+                              (cpu_budget - cpu_used) / len(props) - 1.0))
+            futs = [pool.submit(Job(with_blocks(p.code), tree.nodes[p.state_id].array(), pb,
+                                    seed=cfg.seed * 100003 + tree.total + i),
+                                Limits(wall_s=wf * pb + cfg.grace_s, memory_mb=cfg.memory_mb)) for i, p in enumerate(props)]
+            rewards, valids, groups, fails, lines, programs = [], [], [], {}, [], []
+            deadline = time.monotonic() + batch_deadline_s(len(futs), cfg.workers, Limits(wall_s=wf * pb + cfg.grace_s))
             for p, f in zip(props, futs, strict=True):
                 sr = result_within(f, deadline - time.monotonic())
                 evals += 1
+                meta = program_meta(sr.stdout)
+                cpu_s = min(max(meta.get("cpu_s", sr.wall_s), 0.0), wf * pb + cfg.grace_s + 1.0)  # a report: clamped
+                cpu_used += cpu_s
                 vr = task.verify(sr.output, sr.reported_score) if sr.ok else VerifyResult(False, float("nan"), 0.0, {}, sr.reason)
                 prov = (judge.judge(tree, p.state_id, vr.construction, p.code) if vr.valid
                         else judge.failed(p.state_id, p.code))
@@ -175,6 +194,8 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
                 groups.append(p.state_id)
                 lines.append({"step": tree.step, **prov.record(), "status": sr.status, "valid": vr.valid,
                               "score": vr.score if vr.valid else None, "node": node.id if node else None})
+                programs.append({"status": sr.status, "score": vr.score if vr.valid else None, "budget_s": round(pb, 3),
+                                 "cpu_s": round(cpu_s, 3), "wall_s": round(sr.wall_s, 3), "cpu_reported": "cpu_s" in meta})
             adv, keep = group_advantages(np.array(rewards), np.array(valids), groups)
             tree.flush()
             tree.save(tree_path)
@@ -189,12 +210,13 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
                             "search/adv_kept_frac": float(keep.mean()) if keep.size else 0.0}, tree.total)
             if on_step is not None:
                 on_step({"step": tree.step, "t": elapsed, "evals": evals, "valid": valid_n,
-                         "best_score": rec.get("score", float("nan"))})
-            log(f"step {tree.step:4d}  t={elapsed:6.0f}s  evals={evals}  valid={valid_n}  "
+                         "best_score": rec.get("score", float("nan")), "cpu_s": cpu_used, "programs": programs})
+            log(f"step {tree.step:4d}  t={elapsed:6.0f}s  cpu={cpu_used:6.0f}s  evals={evals}  valid={valid_n}  "
                 f"fails={fails or '-'}  best {task.name} score={rec.get('score', float('nan')):.9f}")
     logger.close()
     rec = best_record(task, tree)
-    rec.update({"evals": evals, "valid": valid_n, "elapsed_s": time.time() - t0, "run_dir": str(run.path)})
+    rec.update({"evals": evals, "valid": valid_n, "elapsed_s": time.time() - t0, "programs_cpu_s": cpu_used,
+                "run_dir": str(run.path)})
     atomic_write_text(run.file("best.json"), json.dumps(rec) + "\n")
     log(f"best {task.name}: {rec.get('message')} -> {Path(run.path) / 'best.json'}")
     return rec

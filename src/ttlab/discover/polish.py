@@ -23,6 +23,7 @@ from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.data import repo_relative
 from ttlab.common.duration import parse_duration
 from ttlab.common.errors import UserError
+from ttlab.discover.blocks import with_blocks
 from ttlab.discover.config import PolishConfig
 from ttlab.discover.constructions import load_constructions
 from ttlab.discover.proposers import library_programs, read_settings, render
@@ -119,7 +120,7 @@ def run_polish(cfg: PolishConfig, log=print) -> dict:
             raise ValueError(f"--settings must be a JSON object of the program's keys ({', '.join(sorted(settings))}); "
                              f"got {cfg.settings!r}")
         settings.update(extra)
-    code = render(src, settings)
+    code = with_blocks(render(src, settings))  # the Erdős programs import the building blocks
     provenance = {"program": program_hash(code), "parent": name, "file": repo_relative(cfg.file)}
     sign = -1.0 if task.higher_is_better else 1.0
     log(f"polish {task.name}: {name} (n={best.size}) verified {best_score:.10f}; program {cfg.program}, "

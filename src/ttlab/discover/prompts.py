@@ -129,5 +129,53 @@ def build_compact_prompt(task: Task, state: PromptState, max_code_lines: int = 4
             "and returns the new h. Answer with one ```python block.")
 
 
-PROMPT_FORMATS = {"full": build_prompt, "compact": build_compact_prompt}
-ANSWER_PREFIXES = {"full": lambda task: "", "compact": answer_prefix}
+# ---- the blocks prompt: compose the sandbox's building blocks (Erdős) ---------------------------------
+BLOCKS_API = """\
+Blocks (import erdos_blocks as eb; h: array of n pieces in [0, 1]; c5: its score):
+clock = eb.Clock(budget_s)  the time; clock.until(f): up to fraction f of it; clock.sub(s): next s seconds
+eb.random_start(n, rng), eb.smooth_start(n, rng)  random h of n pieces (n 30-120)
+eb.multistart(n, clock, rng, tau=0.01) -> h, c5  best solved random start
+eb.coarsen(h, f), eb.upsample(h, 2), eb.symmetrise(h)  fewer pieces, more pieces (same c5), mirror
+eb.continuation(h, clock, tau0=1e-6) -> h, c5  smoothed minimax from temperature tau0
+eb.hop(h, clock, rng, temperature=0.0, sym=0.0, sigma=0.3, window=0.15) -> h, c5, hops
+  basin hopping; temperature > 0 (e.g. 5e-6) also takes uphill hops; fast at n <= 200
+eb.lp_polish(h, clock) -> h, c5, steps  exact minimax LP steps (slow above n = 300)
+eb.refine(h, clock, max_n) -> h, c5  double and re-solve up to max_n pieces (more pieces: lower c5)
+eb.normalise(h), eb.finish(h), eb.c5(h)  feasible h; the h to return; its score"""
+
+BLOCKS_HEAD = ("import numpy as np\n"
+               "import erdos_blocks as eb\n\n\n"
+               "def solve(parent, budget_s, seed):\n"
+               "    rng = np.random.default_rng(seed)\n"
+               "    clock = eb.Clock(budget_s)\n"
+               "    h = eb.normalise(np.asarray(parent, dtype=float))\n")
+"""Blocks format: the answer starts with these lines; the model composes and tunes the blocks after them."""
+
+
+def blocks_answer_prefix(task: Task) -> str:
+    del task
+    return "```python\n" + BLOCKS_HEAD
+
+
+def blocks_root_program(task: Task) -> str:
+    """The program shown for a tree root in the blocks format: return the parent, finished."""
+    del task
+    return BLOCKS_HEAD + "    return eb.finish(h)\n"
+
+
+def build_blocks_prompt(task: Task, state: PromptState, max_code_lines: int = 40) -> str:
+    """The compact prompt plus the blocks API (~400 tokens with SmolLM2's tokenizer): the model writes a program that imports
+    `erdos_blocks` and composes its blocks (still free code: anything else numpy/scipy allow works too).
+    Erdős only (the blocks are Erdős blocks); the sandbox must be able to import them (`blocks.with_blocks`)."""
+    if task.name != "erdos":
+        raise ValueError(f"prompt format 'blocks': the building blocks are for erdos, not {task.name!r}")
+    code = state.code.strip() or blocks_root_program(task).strip()
+    score = "n/a" if state.score is None else f"{state.score:.6g}"
+    return (f"{SHORT_STATEMENTS['erdos']}\n\n{BLOCKS_API}\n\nCurrent program (score {score}):\n```python\n"
+            f"{head_tail(code, max_code_lines, max_code_lines // 2)}\n```\n\n"
+            "Write a new solve(parent, budget_s, seed) that composes the blocks to improve the parent h within "
+            "budget_s seconds and returns eb.finish(h). Answer with one ```python block.")
+
+
+PROMPT_FORMATS = {"full": build_prompt, "compact": build_compact_prompt, "blocks": build_blocks_prompt}
+ANSWER_PREFIXES = {"full": lambda task: "", "compact": answer_prefix, "blocks": blocks_answer_prefix}

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+import ttlab.discover.blocks  # noqa: F401  registers `erdos_blocks` so library programs also run in-process
 from ttlab.discover.puct import Node
 
 LIBRARY = Path(__file__).with_name("library")

@@ -1,0 +1,73 @@
+"""Modules a sandboxed program may import by name (`import erdos_blocks as eb`), and how they get there.
+
+Each module here (`erdos_blocks.py`) is standalone: numpy and scipy only, no ttlab import, so the sandbox can
+expose exactly that file read-only. Two ways it reaches a program:
+
+- `with_blocks(code)` (works with any sandbox): a program that imports a block module gets one line
+  prepended that builds the module from its source, shipped inside the program text, as the library
+  programs themselves are shipped. Call it where a program becomes a sandbox `Job`; the program's own
+  lines move down by one.
+- a sandbox that exposes `BLOCKS_DIR` read-only and puts it on the program's `sys.path` needs no bundling.
+
+On the host this package registers the same module objects under their sandbox names in `sys.modules`,
+so library programs (which `import erdos_blocks`) also import and run in-process (tests, benchmarks).
+`program_meta(stdout)` reads the `program_meta {...}` line a block program prints (`erdos_blocks.report`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+from ttlab.discover.blocks import erdos_blocks
+
+BLOCKS_DIR = Path(__file__).resolve().parent
+"""The directory to expose read-only to sandboxed programs (and to put on their sys.path)."""
+MODULES = {"erdos_blocks": erdos_blocks}
+"""Sandbox module name -> the module (its source file is BLOCKS_DIR / f"{name}.py")."""
+
+for _name, _mod in MODULES.items():
+    sys.modules.setdefault(_name, _mod)
+
+_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+([A-Za-z_][A-Za-z0-9_]*)", re.M)
+_META = re.compile(r"^program_meta (\{.*\})[ \t]*$", re.M)
+
+
+def source(name: str) -> str:
+    return (BLOCKS_DIR / f"{name}.py").read_text()
+
+
+def uses_blocks(code: str) -> list[str]:
+    """The block modules `code` imports (by a top-level or nested import statement)."""
+    return sorted({m for m in _IMPORT.findall(code) if m in MODULES})
+
+
+def loader_line(name: str) -> str:
+    """One line that builds module `name` from its shipped source and registers it in sys.modules."""
+    return (f"import sys as _s, types as _t; _m = _t.ModuleType({name!r}); "
+            f"exec(compile({source(name)!r}, {name + '.py'!r}, 'exec'), _m.__dict__); _s.modules[{name!r}] = _m; "
+            "del _s, _t, _m\n")
+
+
+def with_blocks(code: str) -> str:
+    """`code` with a loader line for every block module it imports prepended (unchanged when it imports none)."""
+    return "".join(loader_line(m) for m in uses_blocks(code)) + code
+
+
+def program_meta(stdout: str) -> dict[str, float]:
+    """The last `program_meta {...}` line of a program's output: finite numbers only (the program is
+    untrusted; these are diagnostics such as the CPU seconds it got, never a score)."""
+    found = _META.findall(stdout or "")
+    if not found:
+        return {}
+    try:
+        d = json.loads(found[-1])
+    except ValueError:
+        return {}
+    if not isinstance(d, dict):
+        return {}
+    return {str(k)[:40]: float(v) for k, v in list(d.items())[:16]
+            if type(v) in (int, float) and math.isfinite(v)}
