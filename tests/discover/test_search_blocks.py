@@ -12,7 +12,7 @@ from ttlab.discover.random_blocks import RandomBlocksProposer
 
 def test_random_blocks_search_records_each_programs_cpu_seconds_and_stops_at_its_cpu_budget(tmp_path):
     steps = []
-    cfg = SearchConfig(proposer="random_blocks", budget="5m", cpu_budget="3s", program_budget_s=2.0, grace_s=10.0,
+    cfg = SearchConfig(proposer="random_blocks", time_limit="5m", cpu_budget="3s", program_budget_s=2.0, grace_s=10.0,
                        program_wall_factor=4.0, workers=1, init_states=1, states_per_step=1, samples_per_state=1,
                        root=str(tmp_path), run_name="rb")
     rec = run_search(cfg, log=lambda *_: None, on_step=steps.append)
