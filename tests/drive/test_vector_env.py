@@ -39,7 +39,7 @@ def _env(seed=0, **kw):
 
 def _trial_env(trial_length=5, seed=3, **kw):
     return _env(seed=seed, num_envs=3, goal_behavior="trial", k_trials=2, trial_length=trial_length,
-                collision_behavior="remove", offroad_behavior="remove", **kw)
+                collision_behavior="remove", offroad_behavior="remove", box_scale=1.0, **kw)
 
 
 def check_vector_env(envs: gym.vector.VectorEnv, seed: int = 123) -> None:

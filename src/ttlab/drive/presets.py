@@ -230,7 +230,8 @@ def partner_adapt(core: str = "transformer", aux: bool = False) -> TrainConfig:
     return TrainConfig(
         env=EnvConfig(num_envs=64, max_agents=2, goal_behavior="trial", k_trials=2, trial_length=50,
                       collision_behavior="remove", offroad_behavior="remove", goal_radius=2.0, reward_progress=0.3,
-                      partner_slots=1, partner_radius=6.0, road_slots=32, road_radius=30.0),
+                      partner_slots=1, partner_radius=6.0, road_slots=32, road_radius=30.0,
+                      box_scale=1.0),  # full-size boxes: the crossing's timings are set so that hesitating collides
         scenarios=PARTNER_SCENES, partners=("never_yield", "yield"), partner_weights=(0.5, 0.5),
         policy=PolicyConfig(core=core, embed=32, hidden=64, n_layers=1, n_heads=4, task_classes=2 if aux else 0),
         ppo=PPOConfig(lr=1e-3, update_epochs=4, num_minibatches=4, ent_coef=0.01, gamma=0.99, gae_lambda=0.95,
