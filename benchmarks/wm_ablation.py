@@ -1,10 +1,10 @@
 """The guide's ablations at CPU scale: prediction target and action injection on generated PushT, equal step
-budgets, scored with the copy-last protocol of `wm_evidence.py`. Resumable arm by arm. Prints ONE JSON line last.
+budgets, scored with the copy-last protocol (`ttlab wm eval` + held-out rollouts). Resumable arm by arm. Prints ONE JSON line last.
 
 Every arm is the `pusht_cpu` configuration (PushT 64x64 at DINO-WM's spacing, 1 clean context frame + 3
 predicted, a 128-wide 4-block NanoWM with 8x8 patches, bf16 autocast on one thread) with the official null
 action for frame 0, trained for the same number of optimizer steps and batch, then scored on the same held-out
-windows and rollouts (`wm_evidence.score_run`). One axis varies per arm:
+windows and rollouts (`score_run`). One axis varies per arm:
 
   target arms (`pred_*`): the guide's objectives, each in its native schedule -- v and x: cosine + zero-terminal
       SNR; eps: linear, no ZTSNR; flow: no ZTSNR, no SNR weighting -- logit-normal training levels, additive
@@ -23,17 +23,33 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
+import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ttlab.worldmodel.evaluate import EvalConfig, evaluate
+from ttlab.worldmodel.rollouts import heldout_rollouts
 
-from wm_evidence import git_rev, score_run  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def git_rev() -> str:
+    """HEAD, with -dirty when tracked files differ from it."""
+    run = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    return run("rev-parse", "HEAD") + ("-dirty" if run("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def score_run(run_dir: Path, windows: int = 256, horizon: int = 24) -> tuple[dict, dict]:
+    """The copy-last protocol on a trained run: `windows` fixed seeded held-out windows (1 context frame, the rest
+    predicted, per lag, beside copy-last / mean-frame baselines) with the run's own sampler, and `horizon`-frame
+    sliding-window rollouts from the first frame of every held-out episode."""
+    ev = evaluate(EvalConfig(checkpoint=run_dir, num_samples=windows, device="cpu", video_clips=4, out=run_dir / "eval"))
+    ro = heldout_rollouts(run_dir, horizon=horizon, n_ctx=1, device="cpu")
+    return ev, ro
+
 
 CODE_COMMIT = git_rev()  # the code this process imports (later arms' `commit` is HEAD when the arm started)
 

@@ -178,7 +178,7 @@ def main() -> None:
     if args.max_steps:  # a fixed step budget (the cosine anneals inside it)
         cfg = replace(cfg, max_steps=args.max_steps, checkpoint_every=min(cfg.checkpoint_every, max(10, args.max_steps // 10)))
     else:  # a wall-clock budget: the schedule follows elapsed time, so a busy machine trains fewer steps, annealed
-        cfg = replace(cfg, budget_minutes=args.train_minutes, max_steps=10**7, checkpoint_every=50)
+        cfg = replace(cfg, budget_minutes=args.train_minutes, max_steps=10**7, checkpoint_every=200)
     max_steps = cfg.max_steps
     print(f"training for {args.max_steps or args.train_minutes} {'steps' if args.max_steps else 'minutes'} "
           f"(measured {speed['step_bf16']['step_s_median']} s/step)", flush=True)

@@ -120,3 +120,30 @@ def test_cpu_presets_anneal_inside_their_step_budget_and_use_the_matching_sample
     gen = pusht_cpu()  # the generative configuration: every level trained, a multi-step sampler, 2+ context frames
     assert gen.diffusion.delta and gen.diffusion.timestep_sampling == "uniform" and 8 <= gen.sample_steps <= 16
     assert 2 <= gen.n_ctx == gen.diffusion.context_frames <= 3 and gen.num_frames > gen.n_ctx
+
+
+def test_time_budget_anneals_over_elapsed_time_stops_and_resumes_its_clock():
+    import time as _time
+    from types import SimpleNamespace
+
+    from ttlab.worldmodel.train import TimeBudget
+
+    group = {"lr": 0.0}
+    trainer = SimpleNamespace(should_stop=False, global_step=0, optimizers=[SimpleNamespace(param_groups=[group])])
+    module = SimpleNamespace(cfg=SimpleNamespace(lr=1.0))
+    tb = TimeBudget(minutes=0.4 / 60, warmup_steps=2, min_ratio=0.0)
+    tb.on_train_batch_start(trainer, module, None, 0)
+    assert group["lr"] == 0.5  # warmup counts steps: (0 + 1) / 2
+    trainer.global_step = 5
+    tb.elapsed = 0.2  # half the budget spent: the cosine is at 0.5
+    tb.t_last = _time.perf_counter()
+    tb.on_train_batch_start(trainer, module, None, 0)
+    assert group["lr"] == pytest.approx(0.5, abs=0.02)
+    tb.on_train_batch_end(trainer, module, None, None, 0)
+    assert not trainer.should_stop
+    resumed = TimeBudget(minutes=0.4 / 60, warmup_steps=2, min_ratio=0.0)
+    resumed.load_state_dict(tb.state_dict())  # a resumed run continues the clock
+    resumed.elapsed += 0.25
+    resumed.on_train_batch_start(trainer, module, None, 0)
+    resumed.on_train_batch_end(trainer, module, None, None, 0)
+    assert trainer.should_stop and group["lr"] < 0.01
