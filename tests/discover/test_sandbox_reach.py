@@ -213,7 +213,11 @@ def np_file() -> str:
 
 
 def test_an_exposed_directory_is_in_the_view_read_only_and_importable():
-    top = Path(tempfile.mkdtemp(prefix=".reach-", dir=REPO))
+    # a host directory outside the per-run tmpfs mounts (a checkout under /tmp cannot be exposed: every run's own
+    # /tmp hides it), so the test's directory goes beside the checkout or, for a checkout under /tmp, in ~/.cache
+    base = REPO if not str(REPO).startswith(("/tmp/", "/dev/", "/proc/")) else Path.home() / ".cache"
+    base.mkdir(parents=True, exist_ok=True)
+    top = Path(tempfile.mkdtemp(prefix=".reach-", dir=base))
     blocks = top / "blocks"
     blocks.mkdir()
     (top / "secret.txt").write_text("x")
