@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from ttlab.common.checkpoint import load_checkpoint
+from ttlab.common.data import shared_data_file
 from ttlab.discover.llm import trainer as trainer_mod
 from ttlab.discover.llm.presets import debug
 from ttlab.discover.llm.tiny import make_tiny_model
@@ -216,6 +217,8 @@ def test_update_probe_sees_rewarded_completions_gain_log_prob(tiny_dir, tmp_path
     assert m["learn/dlogp_pos"] > 0
 
 
+@pytest.mark.skipif(shared_data_file("erdos_reference.json", required=False) is None,
+                    reason="the published constructions (shared data) are what a copy copies")
 def test_every_rollout_records_its_program_and_parent_and_a_copy_earns_nothing(tiny_dir, tmp_path, monkeypatch):
     """A third of the completions return a construction the task already knows (a refined, reversed copy of the
     published record, or of the tree's first root when the reference data is absent): each is logged as a copy,
