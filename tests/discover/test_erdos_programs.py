@@ -180,7 +180,8 @@ def test_lse_ladder_mode_returns_a_feasible_doubled_construction():
 
     before = dict(erdos_lse.SETTINGS)
     try:
-        erdos_lse.SETTINGS.update(start="random", n0=24, hop_frac=0.3, hop_T=5e-6, hop_sym=0.15, levels=1, max_n=96)
+        erdos_lse.SETTINGS.update(start="random", n0=24, hop_frac=0.3, hop_T=5e-6, hop_sym=0.15, levels=1, max_n=96,
+                                  wall_factor=10.0)  # 4 CPU seconds, whatever the load
         out = erdos_lse.solve(None, 4.0, 0)
     finally:
         erdos_lse.SETTINGS.clear()
