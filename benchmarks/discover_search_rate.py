@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ttlab.discover.loop import parse_budget
+from ttlab.common.duration import parse_duration
 
 ALPHAEVOLVE = 0.380924
 RECORD = 0.380876
@@ -104,7 +104,7 @@ def main() -> None:
     budgets = {f["cpu_budget"] for f in files}
     if len(budgets) != 1 or not next(iter(budgets)):
         raise SystemExit(f"discover_search_rate: the files must share one --cpu-budget, got {sorted(map(str, budgets))}")
-    budget = parse_budget(next(iter(budgets)))
+    budget = parse_duration(next(iter(budgets)), "--cpu-budget")
     cpu = [q["cpu_s"] for r in rows for q in r["programs"]]
     share = [q["cpu_s"] / q["wall_s"] for r in rows for q in r["programs"] if q["wall_s"] > 0]
     res = {"benchmark": "discover_search_rate", "cpu_budget_s": budget, "files": files,
