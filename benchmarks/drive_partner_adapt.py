@@ -11,8 +11,11 @@ references (`partner_scripted`: an ego with memory, the best memoryless ones) ar
 Score = goal reached without collision or offroad within the trial (the seed's); time to goal in ticks is
 reported beside it. A positive trial-1 minus trial-0 delta alone does not show memory (a policy knows its position
 in the episode and may simply play trial 0 worse); the JSON also gives each arm's trial-1 score minus the
-memoryless ceiling (the best trial-1 score of the memoryless scripted egos on the same scenes). Writes the JSON (`--out`, with commit, machine, load and wall time) and the learning-curve PNG
-(`--png`), and prints ONE JSON line last.
+memoryless ceiling (the best trial-1 score of the memoryless scripted egos on the same scenes), and, for the
+memory cores, the training partners again with part of the memory wiped at each later trial
+(`partner_eval.forgetful_ego`: what was seen, or the transformer's clock), which tells what carries the
+adaptation. Writes the JSON (`--out`, with commit, machine, load and wall time) and the learning-curve PNG (`--png`),
+and prints ONE JSON line last.
 
     python benchmarks/drive_partner_adapt.py                                   # 3 seeds x 3 cores x {aux off, on}
     python benchmarks/drive_partner_adapt.py --seeds 1 --cores transformer,mlp --aux off --minutes 4 \\
@@ -33,6 +36,7 @@ import torch
 
 from ttlab.drive.adapt import apply_overrides
 from ttlab.drive.partner_adapt import evaluate_partner, train_partner
+from ttlab.drive.partner_eval import forgetful_ego
 from ttlab.drive.partner_scripted import MemoryEgo, TimedEgo
 from ttlab.drive.partners import HELD_OUT_PARTNERS
 from ttlab.drive.presets import PARTNER_HELD_OUT, TRAIN_PRESETS
@@ -74,6 +78,11 @@ def run_one(preset: str, core: str, aux: bool, seed: int, steps: int | None, min
     ev = {"train_partners": _short(evaluate_partner(cfg, policy, cfg.partners, 100 + seed, eval_episodes, eval_envs), K),
           "held_out_partners": _short(evaluate_partner(cfg, policy, HELD_OUT_PARTNERS, 100 + seed, eval_episodes,
                                                        eval_envs), K)}
+    # what carries the memory: trial 1 again with what the ego saw in trial 0 wiped (transformer: the clock kept;
+    # LSTM: everything), and (transformer) with what it saw kept but the clock told trial 0 ran its full length
+    for wipe in ("content", "clock") if core == "transformer" else ("content",) if core == "lstm" else ():
+        ev[f"train_partners_wipe_{wipe}"] = _short(evaluate_partner(cfg, forgetful_ego(policy, wipe), cfg.partners,
+                                                                    100 + seed, eval_episodes, eval_envs), K)
     facts["eval_wall_s"] = round(time.perf_counter() - t0, 1)
     log(f"eval {core} aux={aux} seed {seed}: Δ held-out scenes {ev['train_partners'].get('ada_delta_trial_1_minus_0')}"
         f", held-out partners {ev['held_out_partners'].get('ada_delta_trial_1_minus_0')}")
@@ -219,6 +228,11 @@ def main() -> int:
                 for k in range(1, K):  # a memoryless ego plays every trial alike: one ceiling for every k
                     row[f"{where}_trial_{k}_minus_memoryless_ceiling"] = [round(x - ceiling[where], 4)
                                                                           for x in row[f"{where}_trial_{k}_score"]]
+            for wipe in ("content", "clock"):
+                if all(f"train_partners_wipe_{wipe}" in r["eval"] for r in arm):
+                    for k in range(1, K):
+                        row[f"wipe_{wipe}_trial_{k}_score"] = [r["eval"][f"train_partners_wipe_{wipe}"][f"trial_{k}_score"]
+                                                               for r in arm]
             summary[f"{c}{'_aux' if a else ''}"] = row
     targets = {}
     tr, ml = summary.get("transformer"), summary.get("mlp")

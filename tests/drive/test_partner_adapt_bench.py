@@ -38,9 +38,13 @@ def test_smoke_every_arm_with_k3(tmp_path, monkeypatch, capsys):
             assert {"ada_delta_trial_1_minus_0", "ada_delta_trial_2_minus_0", "trial_2_score"} <= set(ev)
             assert set(ev["per_partner"]) == set(names)
         assert r["curve"] and "trial_0_score" in r["curve"][-1]
+        wipes = {"transformer": {"content", "clock"}, "lstm": {"content"}}[r["core"]]
+        assert {k for k in r["eval"] if k.startswith("train_partners_wipe_")} == {f"train_partners_wipe_{w}" for w in wipes}
+        assert "ada_delta_trial_2_minus_0" in r["eval"]["train_partners_wipe_content"]
         if r["aux"]:
             assert "task_accuracy" in r["curve"][-1], "the privileged arm trains the task head"
     assert "train_partners_delta_2_mean" in res["summary"]["lstm"]
+    assert len(res["summary"]["transformer"]["wipe_clock_trial_2_score"]) == 1
     ceil = res["memoryless_ceiling_trial_1"]["train_partners"]
     sc = res["scripted_held_out"]
     assert ceil == max(sc[n]["train_partners"]["trial_1_score"] for n in sc if n != "memory")
