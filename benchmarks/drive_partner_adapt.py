@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -245,7 +246,8 @@ def main() -> int:
     if ml:
         targets["mlp_abs_delta_le_0.03"] = abs(ml["train_partners_delta_1_mean"]) <= 0.03
     result = {
-        "benchmark": "drive_partner_adapt", "commit": commit, "nproc": os.cpu_count(), "jobs": args.jobs,
+        "benchmark": "drive_partner_adapt", "command": " ".join(["python benchmarks/drive_partner_adapt.py", *sys.argv[1:]]),
+        "commit": commit, "nproc": os.cpu_count(), "jobs": args.jobs,
         "torch_threads": 1 if args.jobs > 1 else args.threads,
         "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "wall_s": round(time.perf_counter() - t_start, 1),
