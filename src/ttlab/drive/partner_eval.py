@@ -43,7 +43,7 @@ def forgetful_ego(policy, wipe: str = "content", greedy: bool = False):
     first tick of every later trial k.
 
     wipe = "content": transformer: the cache slots are invalidated, the position is kept (the clock survives, and with
-    it how long the earlier trials lasted, since a trial ends early once the ego is out of play; what was seen does
+    it how long the earlier trials lasted, since a trial ends early once every car is out of play; what was seen does
     not); LSTM: the state is zeroed (it forgets everything). wipe = "clock" (transformer): the cache is kept, the
     position is set to k x trial_length, as if every earlier trial had lasted its full length (what was seen survives,
     how long it lasted is no longer told by the clock). Returns `ego_of(env) -> ego` (it reads the env's trial
