@@ -11,8 +11,11 @@ references (`partner_scripted`: an ego with memory, the best memoryless ones) ar
 Score = goal reached without collision or offroad within the trial (the seed's); time to goal in ticks is
 reported beside it. A positive trial-1 minus trial-0 delta alone does not show memory (a policy knows its position
 in the episode and may simply play trial 0 worse); the JSON also gives each arm's trial-1 score minus the
-memoryless ceiling (the best trial-1 score of the memoryless scripted egos on the same scenes). Writes the JSON (`--out`, with commit, machine, load and wall time) and the learning-curve PNG
-(`--png`), and prints ONE JSON line last.
+memoryless ceiling (the best trial-1 score of the memoryless scripted egos on the same scenes), and, for the
+memory cores, the training partners again with part of the memory wiped at each later trial
+(`partner_eval.forgetful_ego`: what was seen, or the transformer's clock), which tells what carries the
+adaptation. Writes the JSON (`--out`, with commit, machine, load and wall time) and the learning-curve PNG (`--png`),
+and prints ONE JSON line last.
 
     python benchmarks/drive_partner_adapt.py                                   # 3 seeds x 3 cores x {aux off, on}
     python benchmarks/drive_partner_adapt.py --seeds 1 --cores transformer,mlp --aux off --minutes 4 \\
@@ -26,6 +29,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -33,6 +37,7 @@ import torch
 
 from ttlab.drive.adapt import apply_overrides
 from ttlab.drive.partner_adapt import evaluate_partner, train_partner
+from ttlab.drive.partner_eval import forgetful_ego
 from ttlab.drive.partner_scripted import MemoryEgo, TimedEgo
 from ttlab.drive.partners import HELD_OUT_PARTNERS
 from ttlab.drive.presets import PARTNER_HELD_OUT, TRAIN_PRESETS
@@ -74,6 +79,11 @@ def run_one(preset: str, core: str, aux: bool, seed: int, steps: int | None, min
     ev = {"train_partners": _short(evaluate_partner(cfg, policy, cfg.partners, 100 + seed, eval_episodes, eval_envs), K),
           "held_out_partners": _short(evaluate_partner(cfg, policy, HELD_OUT_PARTNERS, 100 + seed, eval_episodes,
                                                        eval_envs), K)}
+    # what carries the memory: trial 1 again with what the ego saw in trial 0 wiped (transformer: the clock kept;
+    # LSTM: everything), and (transformer) with what it saw kept but the clock told trial 0 ran its full length
+    for wipe in ("content", "clock") if core == "transformer" else ("content",) if core == "lstm" else ():
+        ev[f"train_partners_wipe_{wipe}"] = _short(evaluate_partner(cfg, forgetful_ego(policy, wipe), cfg.partners,
+                                                                    100 + seed, eval_episodes, eval_envs), K)
     facts["eval_wall_s"] = round(time.perf_counter() - t0, 1)
     log(f"eval {core} aux={aux} seed {seed}: Δ held-out scenes {ev['train_partners'].get('ada_delta_trial_1_minus_0')}"
         f", held-out partners {ev['held_out_partners'].get('ada_delta_trial_1_minus_0')}")
@@ -109,17 +119,23 @@ def plot(runs: list[dict], path: Path) -> None:
                     draw.line([a, b], fill=rgb, width=2 if not dashed else 1)
 
     s, d = [], []
+    K = max((int(k.split("_")[1]) + 1 for r in runs for c in r["curve"] for k in c
+             if k.startswith("trial_") and k.endswith("_score")), default=2)
     for r in runs:
         rgb = SHADES.get(r["core"], (0, 0, 0))
         if r["aux"]:
             rgb = tuple(min(255, c + 90) for c in rgb)
         xs = [c["agent_steps"] for c in r["curve"]]
         s0 = [c.get("trial_0_score", float("nan")) for c in r["curve"]]
-        s1 = [c.get("trial_1_score", float("nan")) for c in r["curve"]]
-        s += [(xs, s0, rgb, True), (xs, s1, rgb, False)]
-        d.append((xs, [b - a for a, b in zip(s0, s1, strict=True)], rgb, False))
-    panel((50, 40, 480, 340), s, "score, training rollouts: trial 0 dashed, trial 1 solid", 0.0, 1.0)
-    panel((560, 40, 990, 340), d, "trial 1 - trial 0 score", -0.5, 1.0)
+        s.append((xs, s0, rgb, True))
+        for k in range(1, K):  # later trials paler
+            sk = [c.get(f"trial_{k}_score", float("nan")) for c in r["curve"]]
+            shade = tuple(min(255, c + 60 * (k - 1)) for c in rgb)
+            s.append((xs, sk, shade, False))
+            d.append((xs, [b - a for a, b in zip(s0, sk, strict=True)], shade, False))
+    later = "trial 1 solid" if K == 2 else f"trials 1..{K - 1} solid, later paler"
+    panel((50, 40, 480, 340), s, f"score, training rollouts: trial 0 dashed, {later}", 0.0, 1.0)
+    panel((560, 40, 990, 340), d, "trial k - trial 0 score" if K > 2 else "trial 1 - trial 0 score", -0.5, 1.0)
     draw.text((50, 370), "blue transformer (KV cache across trials), green LSTM, orange MLP; pale = with the privileged "
               "aux loss; one line per seed", fill=(0, 0, 0))
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -130,6 +146,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="partner_adapt", choices=("partner_adapt", "partner_adapt_debug"))
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0,
+                    help="seeds run are first-seed .. first-seed + seeds - 1 (0, 1, 2: evaluation; 7: the tuning seed)")
     ap.add_argument("--cores", default="transformer,lstm,mlp")
     ap.add_argument("--aux", default="both", choices=("off", "on", "both"),
                     help="privileged auxiliary loss (predict the partner's type): off, on, or both as separate arms")
@@ -180,7 +198,7 @@ def main() -> int:
             f"t1 {scripted[name]['train_partners'].get('trial_1_score')}")
 
     auxes = {"off": [False], "on": [True], "both": [False, True]}[args.aux]
-    jobs = [(c, a, s) for c in cores for a in auxes for s in range(args.seeds)]
+    jobs = [(c, a, s) for c in cores for a in auxes for s in range(args.first_seed, args.first_seed + args.seeds)]
     job_args = [(args.preset, c, a, s, steps, args.minutes, args.eval_envs, args.eval_episodes,
                  1 if args.jobs > 1 else args.threads, t_start, overrides) for c, a, s in jobs]
     if args.jobs > 1:  # one process per run, one thread each
@@ -208,18 +226,28 @@ def main() -> int:
                     row[f"{where}_trial_{k}_score"] = [r["eval"][where][f"trial_{k}_score"] for r in arm]
                 # a delta can come from playing trial 0 worse (a policy knows its position in the episode); only a
                 # trial-1 score above the memoryless ceiling shows the partner was remembered
-                row[f"{where}_trial_1_minus_memoryless_ceiling"] = [round(x - ceiling[where], 4)
-                                                                    for x in row[f"{where}_trial_1_score"]]
+                for k in range(1, K):  # a memoryless ego plays every trial alike: one ceiling for every k
+                    row[f"{where}_trial_{k}_minus_memoryless_ceiling"] = [round(x - ceiling[where], 4)
+                                                                          for x in row[f"{where}_trial_{k}_score"]]
+            for wipe in ("content", "clock"):
+                if all(f"train_partners_wipe_{wipe}" in r["eval"] for r in arm):
+                    for k in range(1, K):
+                        row[f"wipe_{wipe}_trial_{k}_score"] = [r["eval"][f"train_partners_wipe_{wipe}"][f"trial_{k}_score"]
+                                                               for r in arm]
             summary[f"{c}{'_aux' if a else ''}"] = row
     targets = {}
     tr, ml = summary.get("transformer"), summary.get("mlp")
     if tr:
         targets["transformer_no_aux_mean_delta_ge_0.15"] = tr["train_partners_delta_1_mean"] >= 0.15
         targets["transformer_no_aux_every_seed_ge_0.10"] = all(x >= 0.10 for x in tr["train_partners_delta_1_per_seed"])
+        # memory shown, not a clock: trial 1 above what no memory can reach, on every seed
+        targets["transformer_no_aux_trial_1_above_memoryless_ceiling_every_seed"] = all(
+            x > 0 for x in tr["train_partners_trial_1_minus_memoryless_ceiling"])
     if ml:
         targets["mlp_abs_delta_le_0.03"] = abs(ml["train_partners_delta_1_mean"]) <= 0.03
     result = {
-        "benchmark": "drive_partner_adapt", "commit": commit, "nproc": os.cpu_count(), "jobs": args.jobs,
+        "benchmark": "drive_partner_adapt", "command": " ".join(["python benchmarks/drive_partner_adapt.py", *sys.argv[1:]]),
+        "commit": commit, "nproc": os.cpu_count(), "jobs": args.jobs,
         "torch_threads": 1 if args.jobs > 1 else args.threads,
         "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "wall_s": round(time.perf_counter() - t_start, 1),
@@ -227,7 +255,8 @@ def main() -> int:
                    "partners": list(base.partners), "partner_weights": list(base.partner_weights),
                    "held_out_partners": list(HELD_OUT_PARTNERS), "K": K, "trial_length": base.env.trial_length,
                    "num_envs": base.env.num_envs, "steps_per_run": steps, "minutes_per_run": args.minutes or None,
-                   "agent_steps_per_run": [r["agent_steps"] for r in runs], "seeds": args.seeds,
+                   "agent_steps_per_run": [r["agent_steps"] for r in runs],
+                   "seeds": list(range(args.first_seed, args.first_seed + args.seeds)),
                    "eval_envs": args.eval_envs, "eval_episodes": args.eval_episodes},
         "overrides": overrides, "summary": summary, "targets": targets, "scripted_held_out": scripted,
         "memoryless_ceiling_trial_1": ceiling, "runs": runs,
@@ -238,7 +267,7 @@ def main() -> int:
     line = {"benchmark": "drive_partner_adapt", "wall_s": result["wall_s"], "commit": commit[:10], "K": K,
             "loadavg_start": result["loadavg_start"],
             **{f"{arm}_{k}": v for arm, s in summary.items() for k, v in s.items()
-               if (k.endswith(("_mean", "_per_seed")) and "delta_1" in k) or k.endswith("memoryless_ceiling")},
+               if (k.endswith(("_mean", "_per_seed")) and "_delta_" in k) or k.endswith("memoryless_ceiling")},
             "scripted_memory_delta": scripted["memory"]["train_partners"].get("ada_delta_trial_1_minus_0"),
             "targets": targets}
     print(json.dumps(line))

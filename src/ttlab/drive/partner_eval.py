@@ -34,7 +34,46 @@ def policy_ego(policy, greedy: bool = False):
         logits, _, state["s"] = policy.forward_eval(obs, state["s"], new_ep, removed, active=active)
         return logits.argmax(-1) if greedy and not policy.continuous else sample(logits, policy.continuous)
 
+    ego.state = state  # {"s": the policy's memory, "n": its rows}: what `forgetful_ego` wipes
     return ego
+
+
+def forgetful_ego(policy, wipe: str = "content", greedy: bool = False):
+    """A probe of what carries the memory: `policy_ego(policy)` with part of its memory of earlier trials wiped at the
+    first tick of every later trial k.
+
+    wipe = "content": transformer: the cache slots are invalidated, the position is kept (the clock survives, and with
+    it how long the earlier trials lasted, since a trial ends early once every car is out of play; what was seen does
+    not); LSTM: the state is zeroed (it forgets everything). wipe = "clock" (transformer): the cache is kept, the
+    position is set to k x trial_length, as if every earlier trial had lasted its full length (what was seen survives,
+    how long it lasted is no longer told by the clock). Returns `ego_of(env) -> ego` (it reads the env's trial
+    clock), as `evaluate_partner` takes."""
+    if wipe not in ("content", "clock"):
+        raise ValueError(f"forgetful_ego: wipe={wipe!r}, expected 'content' or 'clock'")
+
+    def ego_of(env):
+        inner = policy_ego(policy, greedy)
+        A, L = env.num_agents, env.cfg.trial_length
+
+        def ego(obs, new_ep, removed, active=None):
+            later = ((env.trial_step == 0) & (env.ep_step > 0)).repeat_interleave(A)  # (N,) a later trial's 1st tick
+            st = inner.state["s"]
+            if st is not None and inner.state["n"] == obs.shape[0]:
+                if isinstance(st, tuple):  # LSTM (h, c)
+                    if wipe == "clock":
+                        raise ValueError("forgetful_ego: wipe='clock' needs a transformer (an LSTM has no clock)")
+                    inner.state["s"] = tuple(x * (~later).unsqueeze(-1).to(x.dtype) for x in st)
+                elif wipe == "content":  # transformer KV cache: forget what was seen, keep the position
+                    st.valid &= ~later.unsqueeze(-1)
+                else:  # keep what was seen, the clock says every earlier trial ran its full length
+                    k = env.trial.repeat_interleave(A)  # (N,) the trial this tick starts
+                    st.pos = torch.where(later, k * L, st.pos)
+            return inner(obs, new_ep, removed, active)
+
+        ego.state = inner.state
+        return ego
+
+    return ego_of
 
 
 @torch.no_grad()
