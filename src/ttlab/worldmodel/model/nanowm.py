@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ttlab.worldmodel.model.injection import ActionEmbedder, BlockInjection, check_injection
-from ttlab.worldmodel.model.rope import rope_1d, rope_2d
+from ttlab.worldmodel.model.rope import apply_rope, rope_1d, rope_2d
 
 
 @dataclass
@@ -90,45 +90,21 @@ class SwiGLU(nn.Module):
         return self.w3(F.silu(self.w1(x)) * self.w2(x))
 
 
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-              scale: float | None = None) -> torch.Tensor:
-    """softmax(scale q k^T) v over (N, h, L, d); scale defaults to 1 / sqrt(d). On CPU written out as two batched
-    matmuls and a softmax in the inputs' dtype (the bf16 kernel accumulates in fp32; the scores are bf16 already,
-    being a bf16 matmul's output): PyTorch's CPU flash-attention backward is several times slower at these short
-    sequences (L = 64 patches or a few frames); elsewhere the fused kernel."""
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v over (N, h, L, d). On CPU written out as two batched matmuls and a float32
+    softmax: PyTorch's CPU flash-attention backward is several times slower at these short sequences (L = 64
+    patches or a few frames); elsewhere the fused kernel."""
     if q.device.type != "cpu":
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-    s = q @ k.transpose(-2, -1)  # (N, h, L, L)
-    if scale is None or scale != 1.0:
-        s = s * (q.shape[-1] ** -0.5 if scale is None else scale)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    s = (q @ k.transpose(-2, -1)).float() * q.shape[-1] ** -0.5  # (N, h, L, L)
     if causal:
         L = q.shape[-2]
         s = s.masked_fill(torch.ones(L, L, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-    return s.softmax(-1) @ v  # (N, h, L, d)
-
-
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    """(x1, x2) -> (-x2, x1) over the last axis split in halves."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat([-x2, x1], dim=-1)
-
-
-def norm_rope_tables(w: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fold per-channel norm weights w (n, d) into the RoPE rotation of positions (L, d/2): tables C, S (n, L, d)
-    with rope(w * x) = x * C + rotate_half(x) * S (the pair (x1[i], x2[i]) carries weights (w1[i], w2[i]))."""
-    w1, w2 = w.chunk(2, dim=-1)  # (n, d/2) each
-    c, s = torch.cat([cos, cos], -1), torch.cat([sin, sin], -1)  # (L, d)
-    return w[:, None] * c, torch.cat([w2, w1], -1)[:, None] * s  # (n, L, d) each
+    return s.softmax(-1).to(v.dtype) @ v  # (N, h, L, d)
 
 
 class Attention(nn.Module):
-    """Self-attention over the patches of each frame (`over="space"`) or the frames at each patch position
-    (`over="time"`) of x (B, F, P, D), with QK RMSNorm and RoPE.
-
-    q and k are normalised and rotated together, with the norm weights and the 1/sqrt(d) score scale folded
-    into the rotation tables (`norm_rope_tables`): the same function as RMSNorm(q) * w_q -> RoPE -> scaled
-    scores, in fewer passes over the activations. The time axis is regrouped for the attention only, so the
-    rest of a temporal block runs on contiguous (B, F, P, D) tokens."""
+    """Self-attention over the L axis of x (B, G, L, D), with QK RMSNorm and RoPE."""
 
     def __init__(self, dim: int, heads: int):
         super().__init__()
@@ -138,33 +114,21 @@ class Attention(nn.Module):
         self.q_norm = nn.RMSNorm(dim // heads, eps=1e-6)
         self.k_norm = nn.RMSNorm(dim // heads, eps=1e-6)
 
-    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], over: str,
-                causal: bool) -> torch.Tensor:
-        B, Fr, P, D = x.shape
-        h, hd = self.heads, D // self.heads
-        qkv = self.qkv(x)  # (B, F, P, 3D)
-        if over == "space":  # groups = frames, sequence = patches
-            qkv = qkv.reshape(B * Fr, P, 3, h, hd).permute(2, 0, 3, 1, 4)  # (3, BF, h, P, hd)
-        else:  # groups = patch positions, sequence = frames
-            qkv = qkv.reshape(B, Fr, P, 3, h, hd).permute(3, 0, 2, 4, 1, 5).reshape(3, B * P, h, Fr, hd)
-        dt = qkv.dtype
-        w = torch.stack([self.q_norm.weight * hd**-0.5, self.k_norm.weight]).to(dt)  # (2, hd)
-        C, S = norm_rope_tables(w, rope[0].to(dt), rope[1].to(dt))  # (2, L, hd) each
-        qk = F.rms_norm(qkv[:2], (hd,), eps=self.q_norm.eps)  # (2, N, h, L, hd)
-        qk = qk * C[:, None, None] + rotate_half(qk) * S[:, None, None]
-        o = attention(qk[0], qk[1], qkv[2], causal, scale=1.0)  # (N, h, L, hd)
-        if over == "space":
-            o = o.transpose(1, 2).reshape(B, Fr, P, D)
-        else:
-            o = o.reshape(B, P, h, Fr, hd).permute(0, 3, 1, 2, 4).reshape(B, Fr, P, D)
-        return self.proj(o)  # (B, F, P, D)
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], causal: bool) -> torch.Tensor:
+        B, G, L, D = x.shape
+        qkv = self.qkv(x).reshape(B * G, L, 3, self.heads, D // self.heads)  # (BG, L, 3, h, hd)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # (BG, h, L, hd) each
+        hd = (D // self.heads,)  # QK RMSNorm in the activations' dtype (bf16 under autocast: the fused kernel)
+        q = apply_rope(F.rms_norm(q, hd, self.q_norm.weight.to(q.dtype), self.q_norm.eps), *rope)
+        k = apply_rope(F.rms_norm(k, hd, self.k_norm.weight.to(k.dtype), self.k_norm.eps), *rope)
+        o = attention(q, k, v, causal)  # (BG, h, L, hd)
+        return self.proj(o.transpose(1, 2).reshape(B, G, L, D))  # (B, G, L, D)
 
 
 class Block(nn.Module):
-    """adaLN-Zero transformer block on x (B, F, P, D); attention runs over the patches of a frame
-    (`over="space"`) or the frames of a patch position (`over="time"`).
+    """adaLN-Zero transformer block on x (B, G, L, D); attention runs over L within each group G.
 
-    Conditioning c and action a are per frame, (B, F, 1, D).
+    Conditioning c and action a are (B, g, l, D) with g in {1, G}, l in {1, L}: per frame either way.
     """
 
     def __init__(self, dim: int, heads: int, mlp_ratio: float, injection: str):
@@ -176,22 +140,19 @@ class Block(nn.Module):
         self.ada = nn.Linear(dim, 6 * dim)
         self.inject = BlockInjection(injection, dim, heads)
 
-    def forward(self, x, c, a, rope, over: str, causal: bool) -> torch.Tensor:
+    def forward(self, x, c, a, a_tokens, rope, causal: bool) -> torch.Tensor:
         if a is not None:
             x = self.inject.pre(x, a)
-        mod = self.ada(F.silu(c))  # (B, F, 1, 6D)
+        mod = self.ada(F.silu(c))  # (B, g, l, 6D)
         if a is not None:
             mod = self.inject.modulation(mod, a)
-        sh1, sc1, g1, sh2, sc2, g2 = mod.chunk(6, dim=-1)  # (B, F, 1, D) each
-        x = x + g1 * self.attn(modulate(self.norm1(x), sh1, sc1), rope, over, causal)  # (B, F, P, D)
+        sh1, sc1, g1, sh2, sc2, g2 = mod.chunk(6, dim=-1)  # (B, g, l, D) each
+        x = x + g1 * self.attn(modulate(self.norm1(x), sh1, sc1), rope, causal)  # (B, G, L, D)
         if a is not None:
             x = self.inject.after_attention(x, a)
         x = x + g2 * self.mlp(modulate(self.norm2(x), sh2, sc2))
         if a is not None:
-            if over == "space":  # each frame's patches attend to that frame's action token
-                x = self.inject.after_mlp(x, a, causal)
-            else:  # each patch position attends over the frames' action tokens (B, 1, F, D)
-                x = self.inject.after_mlp(x.transpose(1, 2), a.transpose(1, 2), causal).transpose(1, 2)
+            x = self.inject.after_mlp(x, a_tokens, causal)
         return x
 
 
@@ -288,15 +249,17 @@ class NanoWM(nn.Module):
         c = c_time
         if cfg.injection == "adaln_fuse":
             c, a = c_time + a, None
-        c = c[:, :, None]  # (B, F, 1, D): per frame, in spatial and temporal blocks alike
-        a = a[:, :, None] if a is not None else None
+        c_s, c_t = c[:, :, None], c[:, None]  # spatial (B, F, 1, D); temporal (B, 1, F, D)
+        a_s, a_t = (a[:, :, None], a[:, None]) if a is not None else (None, None)
         space = (self.space_cos, self.space_sin)
         time = (self.time_cos[:Fr], self.time_sin[:Fr])
         for i, blk in enumerate(self.blocks):
-            if i % 2 == 0:  # spatial: attention over the patches of each frame
-                h = blk(h, c, a, space, "space", causal=False)  # (B, F, P, D)
-            else:  # temporal: attention over the frames at each patch position
-                h = blk(h, c, a, time, "time", causal=cfg.causal)  # (B, F, P, D)
+            if i % 2 == 0:  # spatial: groups = frames, sequence = patches
+                h = blk(h, c_s, a_s, a_s, space, causal=False)  # (B, F, P, D)
+            else:  # temporal: groups = patches, sequence = frames
+                h = h.transpose(1, 2)  # (B, P, F, D)
+                h = blk(h, c_t, a_t, a_t, time, causal=cfg.causal)
+                h = h.transpose(1, 2)  # (B, F, P, D)
         # the final layer is modulated by the timestep only, in every mode (adaln_fuse included), as officially
         shift, scale = self.final_ada(F.silu(c_time[:, :, None])).chunk(2, dim=-1)  # (B, F, 1, D) each
         out = self.final(modulate(self.final_norm(h), shift, scale))  # (B, F, P, p*p*C)
