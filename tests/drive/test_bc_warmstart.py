@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from ttlab.drive.bc import clone, collect, discounted_returns, tracking_actions
-from ttlab.drive.policy import PolicyConfig, build_policy
+from ttlab.drive.config import PolicyConfig
+from ttlab.drive.policy import build_policy
 from ttlab.drive.presets import hidden_exit, selfplay
 from ttlab.drive.train import _warm_start, make_env
 

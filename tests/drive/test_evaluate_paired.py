@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.evaluate import EvalConfig, PairedTrials, env_config, held_out
-from ttlab.drive.sim.env import EnvConfig
 from ttlab.drive.trials import TrialMetrics
 
 

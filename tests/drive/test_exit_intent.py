@@ -13,12 +13,13 @@ import dataclasses
 import pytest
 import torch
 
-from ttlab.drive.policy import IntentPolicy, PolicyConfig, build_policy
+from ttlab.drive.config import EnvConfig, PolicyConfig
+from ttlab.drive.policy import IntentPolicy, build_policy
 from ttlab.drive.policy.dist import entropy, log_prob, sample
 from ttlab.drive.policy.intent import joint_logits, split_action
 from ttlab.drive.presets import hidden_exit
 from ttlab.drive.scenarios.pool import load_pool
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.state import SimState
 
 SPEC = "procedural:n=8,seed=5,families=t_maze,agents=1,exits=2"

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from ttlab.drive.adapt_eval import exit_flag
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.policy import MLPPolicy, ObsLayout, TransformerPolicy
 from ttlab.drive.presets import hidden_exit
 from ttlab.drive.scenarios.pool import ProceduralSpec, load_pool
@@ -28,7 +29,7 @@ from ttlab.drive.scripted import (
     pool_exit_routes,
     run_scripted,
 )
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.state import SimState
 
 SPEC2 = "procedural:n=24,seed=5,families=hidden_exit,agents=1,exits=2"

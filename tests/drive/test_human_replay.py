@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from ttlab.common.data import shared_data_file
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.evaluate import ALL_LOGGED, EvalConfig, env_config
 from ttlab.drive.scenarios import build_pool, load_scenario
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.state import EXPERT, POLICY
 from ttlab.drive.sim.toy import straight_road
 from ttlab.drive.trials import TRIAL_KEYS

@@ -7,10 +7,11 @@ import pytest
 import torch
 from torch import nn
 
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.policy import TransformerPolicy
 from ttlab.drive.policy.dist import sample
 from ttlab.drive.rollout import CoPlayers, Rollout
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.toy import pad_pool, straight_road
 
 COAST = 45  # zero accel, zero steer

@@ -15,9 +15,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from ttlab.drive.config import PPOConfig
 from ttlab.drive.policy import MLPPolicy, ObsLayout, TransformerPolicy
 from ttlab.drive.policy.dist import log_prob
-from ttlab.drive.ppo import PPOConfig, ppo_update
+from ttlab.drive.ppo import ppo_update
 from ttlab.drive.rollout import Rollout
 
 LAYOUT = ObsLayout(ego_dim=4, partner_slots=1, partner_dim=2, road_slots=1, road_dim=2, road_type_col=1,

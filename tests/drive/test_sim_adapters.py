@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import torch
 
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.render import Recorder, rollout_frames, write_video
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.toy import pad_pool, straight_road
 
 

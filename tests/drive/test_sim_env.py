@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.scenarios.types import ROAD_TYPE_ID
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.geometry import point_segment_distance
 from ttlab.drive.sim.grid import build_grid
 from ttlab.drive.sim.state import EXPERT, POLICY

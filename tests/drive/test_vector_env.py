@@ -24,7 +24,8 @@ from gymnasium.utils.passive_env_checker import (
     env_reset_passive_checker,
 )
 
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.config import EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.toy import pad_pool, straight_road
 from ttlab.drive.vector_env import DriveVectorEnv
 

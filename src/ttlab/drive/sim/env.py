@@ -28,17 +28,16 @@ from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass, field
-from typing import Literal, get_args
+from dataclasses import dataclass
 
 import torch
 
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.scenarios.types import ScenarioPool
 from ttlab.drive.sim import native, rng
 from ttlab.drive.sim.contact import contacts
 from ttlab.drive.sim.dynamics import (
     NUM_DISCRETE,
-    DynamicsLimits,
     action_tables,
     bicycle_step,
     decode_actions,
@@ -62,208 +61,6 @@ from ttlab.drive.sim.reward import (
 )
 from ttlab.drive.sim.state import EXPERT, POLICY, PoolView, SimState
 from ttlab.drive.trials import TrialMetrics, trial_end_flags
-
-EventBehaviour = Literal["ignore", "stop", "remove"]
-GoalBehaviour = Literal["respawn", "new_goal", "stop", "trial"]
-EVENT_BEHAVIOURS: tuple[str, ...] = get_args(EventBehaviour)
-GOAL_BEHAVIOURS: tuple[str, ...] = get_args(GoalBehaviour)
-
-
-@dataclass
-class EnvConfig:
-    """Simulator settings."""
-
-    num_envs: int = 16
-    """E: parallel envs (scenes)."""
-    max_agents: int = 64
-    """A: agent slots per env (the first A agents of each scene)."""
-    dynamics: Literal["classic", "jerk"] = "classic"
-    """classic (kinematic bicycle) | jerk (jerk-limited bicycle)."""
-    action: Literal["discrete", "continuous"] = "discrete"
-    """discrete (91 = 7 longitudinal x 13 steering) | continuous (2 in [-1, 1])."""
-    goal_behavior: GoalBehaviour = "respawn"
-    """respawn | new_goal | stop | trial."""
-    k_trials: int = 2
-    """Trial mode: trials per episode (K)."""
-    trial_length: int = 91
-    """Trial mode: ticks per trial before a timeout ends it."""
-    episode_length: int = 91
-    """Non-trial modes: ticks per episode."""
-    init_steps: int = 0
-    """Log step the episode starts from (log-replay agents play from here)."""
-    goal_radius: float = 2.0
-    """A goal is reached within this many metres ..."""
-    goal_speed: float = 100.0
-    """... at a speed of at most this (m/s)."""
-    new_goal_distance: float = 20.0
-    """new_goal: the next goal is this many metres further along the route."""
-    collision_behavior: EventBehaviour = "ignore"
-    """ignore | stop | remove, on a vehicle-vehicle collision."""
-    offroad_behavior: EventBehaviour = "ignore"
-    """ignore | stop | remove, on touching a road edge."""
-    reward_goal: float = 1.0
-    """Reward for reaching the goal."""
-    reward_collision: float = -0.5
-    """Reward per tick in collision."""
-    reward_offroad: float = -0.5
-    """Reward per tick offroad."""
-    reward_conflict: float = 0.0
-    """Reward per tick on a collision course (`reward.conflict`: another vehicle's constant-velocity closest
-    approach within `conflict_radius` m in the next `conflict_horizon` s), for each ego in play. A dense signal
-    for what a collision penalty rewards only when it is too late: giving way. 0 = off. Read from the tick's new
-    positions and speeds, before this tick's goal / collision removals take effect, so a vehicle leaving on this
-    tick still counts as a partner for it (one tick of signal; by design simple, not a collision model)."""
-    conflict_horizon: float = 2.0
-    """Seconds ahead a collision course is looked for."""
-    conflict_radius: float = 3.0
-    """Centre-to-centre metres that count as a collision course (cars in adjacent lanes pass 3.4-3.9 m apart)."""
-    reward_progress: float = 0.0
-    """Potential-based shaping: this times the metres the ego got closer to its `progress_target` this tick
-    (Ng et al. 1999: a potential difference, so it leaves the optimal policy unchanged for gamma -> 1). 0 = off."""
-    progress_target: Literal["goal", "nearest_exit", "intent"] = "goal"
-    """goal (the ego's goal; refused with hidden_goal, it would give the hidden goal away) | nearest_exit (the
-    nearest hidden-goal candidate: the same in every world that differs only in the true exit) | intent (the
-    candidate the ego picked with `exit_intent`: its own choice, the same in every such world)."""
-    reward_conditioning: bool = False
-    """Draw per-agent (goal, collision, offroad) weights per episode in [rc_lb, rc_ub]; show them in obs."""
-    rc_lb: tuple[float, float, float] = (0.5, -1.0, -1.0)
-    """Lower bounds of the conditioned weights (goal, collision, offroad)."""
-    rc_ub: tuple[float, float, float] = (1.5, 0.0, 0.0)
-    """Upper bounds of the conditioned weights."""
-    control_mode: Literal["all", "ego_only", "replay"] = "all"
-    """all (every non-expert moving vehicle) | ego_only (first such vehicle; the rest replay logs) | replay (none)."""
-    hidden_goal: bool = False
-    """Hidden-goal mode: the true goal is one of the scene's goal_candidates, drawn per episode."""
-    exit_feedback: bool = True
-    """Hidden-goal trial mode: reaching any candidate exit ends the ego's attempt with a report step: the ego leaves
-    the map for the others at once, gets one more observation (its action there does nothing) whose ego features
-    carry the last reward and an exit flag (+1 true / -1 wrong), and is removed after it (`report_steps`
-    observations). So the outcome lands in tokens the ego's memory keeps. An exit counts only with
-    `report_steps` ticks of the trial left to report it. False: a
-    wrong exit removes the ego at once and nothing tells it apart from the true one (no policy can adapt)."""
-    report_steps: int = 1
-    """Exit feedback: report steps (the ego waits at the exit, flag shown, for this many observations)."""
-    exit_intent: bool = False
-    """Hidden-goal trial mode, discrete actions: the action also names the candidate exit the ego heads for
-    (D * M actions, a = candidate * D + driving action; see `policy.intent`). It is read at the first tick of
-    each trial only (the observation's "intent open" flag is 1 there) and held for the trial; the ego's goal
-    features then show the picked candidate (they are 0 otherwise in hidden-goal mode). The agent's own choice,
-    never the true exit: the route becomes one sampled action instead of a steering habit."""
-    partner_style: bool = False
-    """Replay partners from one of the pool's style logs, drawn per episode (kept across trials)."""
-    partner_radius: float = 50.0
-    """Partners within this radius (m) are observed."""
-    road_radius: float = 50.0
-    """Road segments within this radius (m) are observed."""
-    partner_slots: int = 63
-    """Partner slots in the observation."""
-    partner_controls: bool = False
-    """Each observed partner also shows its last applied command (accel, steer over their bounds): what brake
-    lights and a turn signal tell a human driver, which one frame of positions and speeds does not. 0 for a
-    partner replaying its log."""
-    scene_order: Literal["random", "cycle"] = "random"
-    """Which pool scene an env's next episode plays: random (drawn with replacement, a pure function of seed, env and
-    episode; training's default) | cycle (env e's k-th episode plays scene (e + k * num_envs) mod pool size, so
-    num_envs x k episodes cover a pool of that size exactly once: an evaluation over a fixed scene set)."""
-    priority: bool = False
-    """Right-of-way token: every vehicle draws a number in [0, 1) per episode (a pure function of seed, env,
-    episode and slot), shown in its own ego features and in every partner row that shows it, so that two copies of
-    one policy meeting in mirror-image situations have something to break the tie with (a V2V-style convention
-    the policy may learn, e.g. the lower token yields)."""
-    road_slots: int = 200
-    """Road-segment slots in the observation (and candidates per grid cell)."""
-    grid_cell: float = 5.0
-    """Grid cell size (m) of the precomputed road candidate lists."""
-    edge_slots: int = 16
-    """Road-edge candidates per grid cell for offroad tests."""
-    collision_candidates: int = 8
-    """Nearest others tested for collision (SAT) per agent."""
-    box_scale: float = 0.7
-    """Collision and offroad tests use every vehicle's box with length and width scaled by this, as GPUDrive
-    (`consts::vehicleLengthScale`) and PufferDrive (`should_control_agent`) do: logged boxes of real scenes touch
-    each other and the kerb where the real vehicles did not (a dataset artefact, in GPUDrive's words). Observations
-    show the true size. 1.0 = full boxes (what this simulator used before it matched upstream)."""
-    min_goal_distance: float = 2.0
-    """A vehicle is controllable only if it starts at least this far (m) from its goal (PufferDrive's
-    MIN_DISTANCE_TO_GOAL); a closer one replays its log."""
-    limits: DynamicsLimits = field(default_factory=DynamicsLimits)
-    """Dynamics bounds."""
-    backend: Literal["auto", "native", "torch"] = "auto"
-    """Observations and contact tests: native (C kernels, CPU only; built on first use with the system compiler) |
-    torch (the reference, any device) | auto (native on CPU when it builds, torch otherwise)."""
-    reuse_obs: bool = False
-    """step/reset write into one persistent obs tensor that the next step overwrites (PufferLib-style; saves
-    faulting in a fresh E x A x obs_dim buffer every step). Copy what you keep; the trainer does."""
-    compile: bool = False
-    """torch.compile the torch observation builder and contact tests (first steps pay the compile)."""
-
-    def validate(self) -> None:
-        def check(name: str, value: str, allowed: tuple[str, ...]) -> None:
-            if value not in allowed:
-                raise ValueError(f"EnvConfig.{name}={value!r}: expected one of {allowed}")
-
-        check("dynamics", self.dynamics, ("classic", "jerk"))
-        check("scene_order", self.scene_order, ("random", "cycle"))
-        check("action", self.action, ("discrete", "continuous"))
-        check("goal_behavior", self.goal_behavior, GOAL_BEHAVIOURS)
-        check("collision_behavior", self.collision_behavior, EVENT_BEHAVIOURS)
-        check("offroad_behavior", self.offroad_behavior, EVENT_BEHAVIOURS)
-        check("control_mode", self.control_mode, ("all", "ego_only", "replay"))
-        if not 0.0 < self.box_scale <= 1.0:
-            raise ValueError(f"EnvConfig.box_scale={self.box_scale}: expected a value in (0, 1]")
-        check("backend", self.backend, ("auto", "native", "torch"))
-        check("progress_target", self.progress_target, ("goal", "nearest_exit", "intent"))
-        if self.exit_intent and not (self.hidden_goal and self.goal_behavior == "trial" and self.action == "discrete"):
-            raise ValueError("EnvConfig.exit_intent needs hidden_goal=True, goal_behavior='trial' and discrete "
-                             f"actions (got hidden_goal={self.hidden_goal}, goal_behavior={self.goal_behavior!r}, "
-                             f"action={self.action!r})")
-        if self.progress_target == "intent" and not self.exit_intent:
-            raise ValueError("EnvConfig.progress_target='intent' needs exit_intent=True")
-        if self.hidden_goal and self.reward_progress and self.progress_target == "goal":
-            raise ValueError("EnvConfig.reward_progress with progress_target='goal' is refused with hidden_goal=True: "
-                             "shaping toward the true goal would reveal it (use progress_target='nearest_exit')")
-        if self.progress_target == "nearest_exit" and not self.hidden_goal:
-            raise ValueError("EnvConfig.progress_target='nearest_exit' needs hidden_goal=True (candidate exits)")
-        for name in ("num_envs", "max_agents", "k_trials", "trial_length", "episode_length", "report_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"EnvConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("conflict_horizon", "conflict_radius"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"EnvConfig.{name} must be > 0, got {getattr(self, name)}")
-
-
-def debug() -> EnvConfig:
-    """Tiny: 2 envs x 8 agents, short episodes (tests)."""
-    return EnvConfig(num_envs=2, max_agents=8, episode_length=20, trial_length=20)
-
-
-def default() -> EnvConfig:
-    return EnvConfig()
-
-
-def trial_k2() -> EnvConfig:
-    """Two-trial episodes with removal on collision and offroad."""
-    return EnvConfig(goal_behavior="trial", k_trials=2, trial_length=91, collision_behavior="remove",
-                     offroad_behavior="remove")
-
-
-def trial_k4() -> EnvConfig:
-    return EnvConfig(goal_behavior="trial", k_trials=4, trial_length=91, collision_behavior="remove",
-                     offroad_behavior="remove")
-
-
-def hidden_goal_k4() -> EnvConfig:
-    return EnvConfig(goal_behavior="trial", k_trials=4, trial_length=91, hidden_goal=True,
-                     collision_behavior="remove", offroad_behavior="remove")
-
-
-def human_replay() -> EnvConfig:
-    """Ego-only control among replayed human logs (evaluation)."""
-    return EnvConfig(control_mode="ego_only", goal_behavior="stop", collision_behavior="stop")
-
-
-PRESETS = {"debug": debug, "default": default, "trial_k2": trial_k2, "trial_k4": trial_k4,
-           "hidden_goal_k4": hidden_goal_k4, "human_replay": human_replay}
 
 
 @dataclass
