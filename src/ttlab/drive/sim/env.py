@@ -45,12 +45,7 @@ from ttlab.drive.sim.dynamics import (
 )
 from ttlab.drive.sim.grid import build_grid
 from ttlab.drive.sim.metrics import EpisodeMetrics
-from ttlab.drive.sim.observe import (
-    POS_SCALE,
-    ObsLayout,
-    make_layout,
-    observe,
-)
+from ttlab.drive.sim.observe import POS_SCALE, ObsInputs, ObsLayout, ObsSettings, make_layout, observe
 from ttlab.drive.sim.reward import (
     candidate_reached,
     conflict,
@@ -112,10 +107,11 @@ class DriveEnv:
         self.k = cfg.k_trials if self.trial_mode else 1
         self.backend = self._pick_backend()
         self._obs_buf = torch.empty(E, A, self.obs_dim, device=self.device) if cfg.reuse_obs else None
-        self._obs_fn = functools.partial(
-            native.observe if self.backend == "native" else observe, partner_slots=cfg.partner_slots, partner_radius=cfg.partner_radius, road_slots=cfg.road_slots,
+        obs_settings = ObsSettings(
+            partner_slots=cfg.partner_slots, partner_radius=cfg.partner_radius, road_slots=cfg.road_slots,
             road_radius=cfg.road_radius, max_accel=cfg.limits.max_accel, max_steer=cfg.limits.max_steer,
             hide_goal=cfg.hidden_goal and not cfg.exit_intent, partner_controls=cfg.partner_controls)
+        self._obs_fn = functools.partial(native.observe if self.backend == "native" else observe, cfg=obs_settings)
         self._contact_fn = functools.partial(native.contacts if self.backend == "native" else contacts,
                                              candidates=cfg.collision_candidates)
         if cfg.compile and self.backend == "torch":
@@ -249,18 +245,20 @@ class DriveEnv:
     def _observe(self, st: SimState, log_valid: torch.Tensor | None = None) -> torch.Tensor:
         cand = self.view.candidates[self.scene] if self.cfg.hidden_goal else None  # (E, A, M, 2)
         kw = {"out": self._obs_buf} if self.backend == "native" and self._obs_buf is not None else {}
-        goal_x, goal_y = st.goal_x, st.goal_y
+        goal_x, goal_y, intent_open = st.goal_x, st.goal_y, None
         if self.cfg.exit_intent:  # the goal shown is the picked candidate; none (the ego itself) while the pick is open
             open_ = (self.trial_step == 0).view(-1, 1).expand_as(st.x)  # (E, A)
             picked = torch.gather(cand, 2, self.intent.view(*self.intent.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
             goal_x = torch.where(open_, st.x, picked[..., 0])
             goal_y = torch.where(open_, st.y, picked[..., 1])
-            kw["intent_open"] = open_.float()
-        obs = self._obs_fn(self.grid, self.scene, st.x, st.y, st.heading, st.speed, st.length, st.width,
-                            goal_x, goal_y, st.collided, st.offroad, st.accel, st.steer,
-                            self._visible(st, log_valid), self.weights if self.cfg.reward_conditioning else None,
-                            cand, feedback=torch.stack([st.last_reward, st.exit_flag], -1) if self.feedback else None,
-                            priority=self.priority, **kw)  # (E, A, obs_dim)
+            intent_open = open_.float()
+        inp = ObsInputs(
+            x=st.x, y=st.y, heading=st.heading, speed=st.speed, length=st.length, width=st.width, goal_x=goal_x,
+            goal_y=goal_y, collided=st.collided, offroad=st.offroad, accel=st.accel, steer=st.steer,
+            visible=self._visible(st, log_valid), rc_weights=self.weights if self.cfg.reward_conditioning else None,
+            candidates=cand, feedback=torch.stack([st.last_reward, st.exit_flag], -1) if self.feedback else None,
+            intent_open=intent_open, priority=self.priority)
+        obs = self._obs_fn(self.grid, self.scene, inp, **kw)  # (E, A, obs_dim)
         if self._obs_buf is None or obs is self._obs_buf:
             return obs
         return self._obs_buf.copy_(obs)
