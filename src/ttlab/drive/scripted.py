@@ -20,13 +20,13 @@ import torch
 
 from ttlab.drive.adapt_eval import ExitOutcomes, exit_flag
 from ttlab.drive.scenarios.pool import ProceduralSpec
+from ttlab.drive.scenarios.procedural import exit_routes
 from ttlab.drive.sim.dynamics import NUM_STEER
 from ttlab.drive.sim.state import POLICY
 
 
 def pool_exit_routes(spec: ProceduralSpec | str, device: torch.device | str = "cpu") -> torch.Tensor:
     """(P, N, M, R, 2): per scene of the procedural pool `spec`, every vehicle's path to each candidate exit."""
-    from ttlab.drive.scenarios.procedural import exit_routes
 
     spec = ProceduralSpec.parse(spec) if isinstance(spec, str) else spec
     fams = spec.families

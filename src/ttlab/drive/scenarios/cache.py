@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ttlab.drive.scenarios.types import Scenario
+from ttlab.drive.scenarios.waymo_json import ScenarioFormatError, load_scenario
 
 INDEX = "index.json"
 FORMAT = "ttlab-drive-scenarios"
@@ -124,7 +125,6 @@ def _convert_shard(files: list[str], out: str, tolerance: float, strict: bool = 
     Returns (shard, entries, bad, repaired): repaired lists (file, repair notes) of files read leniently."""
     import warnings
 
-    from ttlab.drive.scenarios.waymo_json import ScenarioFormatError, load_scenario
 
     good, srcs, bad, repaired = [], [], [], []
     for f in files:
