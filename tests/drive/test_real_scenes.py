@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from ttlab.drive.bc import tracking_actions
-from ttlab.drive.evaluate import EvalConfig, env_config
-from ttlab.drive.presets import selfplay_yield
+from ttlab.drive.evaluate import EvalConfig, env_config, held_out
+from ttlab.drive.presets import REAL_HELD_OUT, REAL_TRAIN, real_scene, selfplay_yield
 from ttlab.drive.replay import replay_fidelity, track_log
 from ttlab.drive.scenarios.log_repair import (
     MAX_TURN,
@@ -23,6 +23,7 @@ from ttlab.drive.scenarios.log_repair import (
     wrap,
 )
 from ttlab.drive.scenarios.pool import build_pool, load_scenarios
+from ttlab.drive.scenarios.select import EgoSelection
 from ttlab.drive.scenarios.types import ROAD_TYPE_ID
 from ttlab.drive.scenarios.waymo_json import ScenarioFormatError, ScenarioRepairWarning, load_scenario
 from ttlab.drive.sim.dynamics import bicycle_step
@@ -201,8 +202,6 @@ def test_town02_offroad_fires_when_egos_steer_off_the_road(town):
 # ---- ego selections: which vehicles of a real scene drive ----
 
 def test_ego_selection_options_parse_and_bad_ones_name_the_source():
-    from ttlab.drive.scenarios.select import EgoSelection
-
     sel = EgoSelection.parse("egos=odd&split=each&view=8&repeat=3", "t.json?x")
     assert (sel.egos, sel.split, sel.view, sel.repeat) == ("odd", "each", 8, 3)
     for bad in ("egos=left", "split=some", "view=1", "repeat=0", "view=8", "colour=red", "repeat=x"):
@@ -212,7 +211,6 @@ def test_ego_selection_options_parse_and_bad_ones_name_the_source():
 
 @needs_carla
 def test_town02_held_out_vehicles_never_drive_in_the_training_views(town):
-    from ttlab.drive.presets import REAL_HELD_OUT, REAL_TRAIN, real_scene
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ScenarioRepairWarning)
         train, held = load_scenarios(real_scene(REAL_TRAIN)), load_scenarios(real_scene(REAL_HELD_OUT))
@@ -228,8 +226,6 @@ def test_town02_held_out_vehicles_never_drive_in_the_training_views(town):
 
 
 def test_held_out_of_a_mixed_source_keeps_its_procedural_parts():
-    from ttlab.drive.evaluate import held_out
-
     assert held_out("procedural:n=4,seed=0;t.json?egos=even&split=each", 0) == "procedural:n=4,seed=1000"
     with pytest.raises(ValueError, match="no procedural part"):
         held_out("a.json;b.json", 0)

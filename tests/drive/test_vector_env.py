@@ -25,6 +25,8 @@ from gymnasium.utils.passive_env_checker import (
 )
 
 from ttlab.drive.config import EnvConfig
+from ttlab.drive.policy import MLPPolicy
+from ttlab.drive.rollout import Rollout
 from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.toy import pad_pool, straight_road
 from ttlab.drive.vector_env import DriveVectorEnv
@@ -157,8 +159,6 @@ def test_lanes_match_the_simulator():
 def test_flags_align_with_the_internal_rollout():
     """info['new_episode'] / info['removed'] returned with an observation are exactly the terminals / removed
     flags the project's rollout stores beside that observation (and feeds the KV cache)."""
-    from ttlab.drive.policy import MLPPolicy
-    from ttlab.drive.rollout import Rollout
 
     torch.manual_seed(0)
     env = _trial_env()

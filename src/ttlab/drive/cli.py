@@ -61,7 +61,6 @@ def render_presets() -> dict:
 
 
 def render_main(argv: list[str]) -> int:
-
     cfg = parse_config(RenderConfig, render_presets(), argv, prog="ttlab drive render")
     if cfg.checkpoint is not None:
         return _render_policy(cfg)

@@ -251,7 +251,6 @@ def _evaluate_partners(cfg: EvalConfig, env, policy, partners, scenarios: str, c
 
 
 def main(argv: list[str]) -> int:
-
     cfg = parse_config(EvalConfig, {"debug": debug}, argv, prog="ttlab drive eval")
     out = evaluate(cfg)  # bad input raises before anything is written; the CLI boundary prints it on one line
     short = ("_score", "_goal_rate", "_minus_0", "_goal_rate_stderr", "_pairs")

@@ -35,7 +35,6 @@ from ttlab.drive.sim.env import DriveEnv
 
 
 def make_env(env_cfg: EnvConfig, scenarios: str, device: torch.device, seed: int) -> DriveEnv:
-
     fams = ("hidden_goal", "hidden_exit", "t_maze")  # procedural families (or flag) that give goal candidates
     if env_cfg.hidden_goal and scenarios.startswith("procedural") and not any(f in scenarios for f in fams):
         scenarios += (":" if ":" not in scenarios else ",") + "families=hidden_goal,hidden_goal=1"

@@ -43,7 +43,6 @@ def presets() -> dict:
 
 
 def main(argv: list[str]) -> int:
-
     cfg = parse_config(ConvertConfig, presets(), argv, prog="ttlab drive convert")
     if cfg.workers < 1 or cfg.shard_size < 1:
         raise UserError("--workers and --shard-size must be >= 1")
