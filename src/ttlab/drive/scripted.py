@@ -89,21 +89,6 @@ class FixedChooser:
         pass
 
 
-class RandomChooser(FixedChooser):
-    """Memoryless: a uniformly random candidate, drawn afresh at every trial start."""
-
-    def __init__(self, seed: int = 0):
-        self.g = torch.Generator().manual_seed(seed)
-
-    def reset(self, E, A, M, device) -> None:
-        self.M, self.pick = M, torch.randint(0, M, (E, A), generator=self.g).to(device)
-
-    def choose(self, obs, flag, new_episode, new_trial):
-        fresh = torch.randint(0, self.M, self.pick.shape, generator=self.g).to(self.pick.device)
-        self.pick = torch.where(new_trial.unsqueeze(1), fresh, self.pick)
-        return self.pick
-
-
 class MemoryChooser(FixedChooser):
     """With memory: try candidates in order 0, 1, ...; remember which were wrong (exit flag -1) and which was
     right (+1); from then on drive to the right one, else to the first candidate not yet known wrong."""
