@@ -313,6 +313,7 @@ class DriveEnv:
 
     # ---- the step: act, integrate, contact, events, trial clock, restart, observe ----
     def step(self, actions: torch.Tensor) -> StepResult:
+        """One tick of every env; actions (E, A) long or (E, A, 2) float. No host sync off CPU."""
         st = self.state
         who = self._who(st)
         lon, lat = self._act(actions)
