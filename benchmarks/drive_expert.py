@@ -21,31 +21,8 @@ from pathlib import Path
 
 import torch
 
-from ttlab.drive.bc import tracking_actions
-from ttlab.drive.evaluate import EvalConfig, PairedTrials, env_config
 from ttlab.drive.presets import TRAIN_PRESETS
-from ttlab.drive.train import make_env
-
-
-@torch.no_grad()
-def expert_rates(preset: str, scenes: str, envs: int, episodes: int, scene_order: str, seed: int = 0) -> dict:
-    trained = TRAIN_PRESETS[preset]().env
-    cfg = env_config(EvalConfig(mode="self_play", num_envs=envs, episodes=episodes, scene_order=scene_order),
-                     trained)
-    env = make_env(cfg, scenes, torch.device("cpu"), seed)
-    paired = PairedTrials(env.trial_metrics, env.num_envs, env.num_agents, cfg.k_trials, episodes, "cpu")
-    env.trial_metrics = paired
-    env.reset()
-    steps, max_steps = 0, episodes * cfg.k_trials * cfg.trial_length
-    while not paired.complete():
-        if steps >= max_steps:
-            raise RuntimeError(f"{steps} steps ran and some envs have not finished {episodes} episodes")
-        env.step(tracking_actions(env))
-        steps += 1
-    m = paired.summary()
-    goal, coll, off = m["trial_0_goal_rate"], m["trial_0_collision_rate"], m["trial_0_offroad_rate"]
-    return {"goal_rate": goal, "collision_rate": coll, "offroad_rate": off, "collision_plus_offroad": coll + off,
-            "ego_episodes": m["ego_trials"], "scenes": scenes, "scene_order": scene_order}
+from ttlab.drive.replay import expert_rates
 
 
 def main() -> int:
@@ -64,7 +41,7 @@ def main() -> int:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).parent).stdout.strip()
     t0, load0 = time.perf_counter(), os.getloadavg()
-    rates = expert_rates(a.preset, a.scenes, a.envs, a.episodes, a.scene_order)
+    rates = expert_rates(TRAIN_PRESETS[a.preset]().env, a.scenes, a.envs, a.episodes, a.scene_order)
     out = {"benchmark": "drive_expert", "preset": a.preset, "envs": a.envs, "episodes": a.episodes,
            "expert": "drive.bc.tracking_actions (reads the log's next state)", **rates, "commit": commit,
            "nproc": os.cpu_count(), "threads": a.threads, "loadavg_start": load0, "loadavg_end": os.getloadavg(),

@@ -18,7 +18,6 @@ Writes `--out` (JSON, with commit, machine and wall time) and a PNG beside it; p
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import subprocess
@@ -30,30 +29,12 @@ import torch
 from PIL import Image, ImageDraw
 
 from ttlab.common.data import shared_data_file
-from ttlab.drive.evaluate import EvalConfig, env_config
 from ttlab.drive.presets import TRAIN_PRESETS
-from ttlab.drive.replay import track_log
-from ttlab.drive.scenarios.pool import build_pool, load_scenarios
+from ttlab.drive.replay import replay_fidelity
+from ttlab.drive.scenarios.pool import load_scenarios
 from ttlab.drive.scenarios.waymo_json import ScenarioRepairWarning, load_scenario
-from ttlab.drive.sim.env import DriveEnv
 
 RESULTS = Path(__file__).resolve().parents[1] / "runs" / "bench" / "drive_replay"
-
-
-def measure(preset: str, scenes: list, envs: int, episodes: int, anchor: str) -> dict:
-    """One source, one anchor: the expert's rates and pose errors."""
-    cfg = env_config(EvalConfig(mode="self_play", num_envs=envs, episodes=episodes, scene_order="cycle"),
-                     TRAIN_PRESETS[preset]().env)
-    env = DriveEnv(dataclasses.replace(cfg, num_envs=envs), build_pool(scenes), "cpu", seed=0)
-    o = track_log(env, episodes, anchor)
-    e, h = o["pos_err"], o["heading_err"]
-    return {"anchor": anchor, "goal_rate": round(o["goal_rate"], 4), "collision_rate": round(o["collision_rate"], 4),
-            "offroad_rate": round(o["offroad_rate"], 4),
-            "collision_plus_offroad": round(o["collision_rate"] + o["offroad_rate"], 4),
-            "pos_err_mean_m": round(float(e.mean()), 4), "pos_err_p99_m": round(float(torch.quantile(e, 0.99)), 4),
-            "pos_err_max_m": round(float(e.max()), 4), "heading_err_mean_rad": round(float(h.mean()), 4),
-            "heading_err_max_rad": round(float(h.max()), 4), "ego_episodes": o["ego_episodes"],
-            "ego_ticks": int(e.numel())}
 
 
 def sources(args) -> list[tuple[str, list, int, int]]:
@@ -112,7 +93,7 @@ def main() -> int:
     rows = []
     for name, scenes, envs, episodes in sources(a):
         for anchor in ("time", "path"):
-            rows.append({"source": name, **measure(a.preset, scenes, envs, episodes, anchor)})
+            rows.append({"source": name, **replay_fidelity(TRAIN_PRESETS[a.preset]().env, scenes, envs, episodes, anchor)})
             print(json.dumps(rows[-1]), flush=True)
     out = {"benchmark": "drive_replay", "preset": a.preset, "expert": "drive.bc.tracking_actions",
            "rows": rows, "commit": commit, "nproc": os.cpu_count(), "threads": a.threads,

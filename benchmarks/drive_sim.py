@@ -30,7 +30,8 @@ import torch
 import torch.multiprocessing as mp
 
 from ttlab.common.device import resolve_device
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.config import EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.state import ABSENT, POLICY
 
 

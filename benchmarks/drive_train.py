@@ -24,10 +24,11 @@ import time
 
 import torch
 
+from ttlab.drive.config import TrainConfig
 from ttlab.drive.ppo import ppo_update
 from ttlab.drive.presets import TRAIN_PRESETS
 from ttlab.drive.rollout import Rollout
-from ttlab.drive.train import TrainConfig, build_policy, env_horizon, is_continuous, make_env
+from ttlab.drive.train import build_policy, env_horizon, is_continuous, make_env
 
 
 def old_obs(cfg: TrainConfig) -> TrainConfig:

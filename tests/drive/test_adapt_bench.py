@@ -4,8 +4,9 @@ k < K with the M and K that ran."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,13 +15,15 @@ import pytest
 from ttlab.drive.adapt import held_out_env, held_out_source
 from ttlab.drive.presets import HIDDEN_EXIT_HELD_OUT, hidden_exit
 
+ROOT = Path(__file__).resolve().parents[2]
 
-def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "drive_adapt", Path(__file__).resolve().parents[2] / "benchmarks" / "drive_adapt.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+
+def _bench(*argv: str) -> subprocess.CompletedProcess:
+    """Run the benchmark script as a user does (it only wires and prints; its logic is in `drive.adapt`)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "drive_adapt.py"), *argv], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
 
 
 def test_held_out_env_follows_the_overrides():
@@ -37,12 +40,11 @@ def test_held_out_env_follows_the_overrides():
         held_out_env(num_envs=2, overrides={"env.nope": "1"})
 
 
-def test_a_k3_override_trains_and_evaluates_at_k3_and_reports_every_k(tmp_path, monkeypatch, capsys):
+def test_a_k3_override_trains_and_evaluates_at_k3_and_reports_every_k(tmp_path):
     out, png = tmp_path / "a.json", tmp_path / "a.png"
-    monkeypatch.setattr(sys, "argv", ["drive_adapt.py", "--seeds", "1", "--steps", "800", "--cores", "mlp",
-                                      "--eval-episodes", "1", "--jobs", "1", "--out", str(out), "--png", str(png),
-                                      "--set", "env.k_trials=3", "env.num_envs=8"])
-    assert _bench().main() == 0
+    p = _bench("--seeds", "1", "--steps", "800", "--cores", "mlp", "--eval-episodes", "1", "--jobs", "1",
+               "--out", str(out), "--png", str(png), "--set", "env.k_trials=3", "env.num_envs=8")
+    assert p.returncode == 0, p.stderr[-2000:]
     res = json.loads(out.read_text())
     assert res["config"]["K"] == 3 and res["config"]["M"] == 2
     run = res["runs"][0]
@@ -51,11 +53,11 @@ def test_a_k3_override_trains_and_evaluates_at_k3_and_reports_every_k(tmp_path, 
     mlp = res["summary"]["mlp"]
     assert mlp["ada_delta_trial_2_minus_0_per_seed"] == [run["eval"]["ada_delta_trial_2_minus_0"]]
     assert "trial_2_goal_rate" in mlp and png.is_file()
-    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    line = json.loads(p.stdout.strip().splitlines()[-1])
     assert line["K"] == 3 and "mlp_ada_delta_trial_2_minus_0_mean" in line
 
 
-def test_a_bad_override_is_refused_before_training(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["drive_adapt.py", "--out", str(tmp_path / "x.json"), "--set", "ppo.nope=1"])
-    assert _bench().main() == 2
-    assert "unknown override 'ppo.nope'" in capsys.readouterr().out
+def test_a_bad_override_is_refused_before_training(tmp_path):
+    p = _bench("--out", str(tmp_path / "x.json"), "--set", "ppo.nope=1")
+    assert p.returncode == 2
+    assert "unknown override 'ppo.nope'" in p.stdout + p.stderr and not (tmp_path / "x.json").exists()

@@ -23,9 +23,10 @@ import pytest
 import torch
 
 from ttlab.drive.adapt_eval import exit_flag
-from ttlab.drive.policy import PolicyConfig, build_policy
+from ttlab.drive.config import PolicyConfig, PPOConfig
+from ttlab.drive.policy import build_policy
 from ttlab.drive.policy.task_head import TaskHead
-from ttlab.drive.ppo import PPOConfig, annealed, ppo_update, task_loss
+from ttlab.drive.ppo import annealed, ppo_update, task_loss
 from ttlab.drive.presets import hidden_exit
 from ttlab.drive.rollout import Rollout
 from ttlab.drive.scenarios.pool import load_pool

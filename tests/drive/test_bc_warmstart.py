@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from ttlab.drive.bc import clone, collect, discounted_returns, tracking_actions
-from ttlab.drive.policy import PolicyConfig, build_policy
+from ttlab.drive.config import PolicyConfig
+from ttlab.drive.policy import build_policy
 from ttlab.drive.presets import hidden_exit, selfplay
+from ttlab.drive.sim.state import POLICY
 from ttlab.drive.train import _warm_start, make_env
 
 
@@ -77,7 +79,6 @@ def test_the_trainer_warm_start_logs_the_expert_and_the_fit():
 
 def test_each_sample_pairs_the_observation_the_action_was_chosen_on():
     """The env reuses one observation buffer: a sample must hold the observation before its step, not after."""
-    from ttlab.drive.sim.state import POLICY
 
     env = _env(2)
     obs0 = env.reset().clone()

@@ -1,27 +1,17 @@
-"""benchmarks/drive_collisions.py: its per-event counts agree with the evaluation's own rates."""
+"""drive.collisions: the recorded per-event counts agree with the evaluation's own rates."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
+from ttlab.drive.collisions import CollisionRecorder, kind
 from ttlab.drive.evaluate import EvalConfig, evaluate
 from ttlab.drive.presets import selfplay
 from ttlab.drive.train import train
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location(
-        "drive_collisions", Path(__file__).resolve().parents[2] / "benchmarks" / "drive_collisions.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_kind_reads_the_geometry_from_the_vehicles_frame():
-    k = _module().kind
+    k = kind
     assert (k(5, 4.0), k(-5, -4.0), k(170, 3.0), k(-90, 2.0)) == ("rear", "hit_from_behind", "head_on", "crossing")
 
 
@@ -32,7 +22,7 @@ def test_recorded_events_match_the_evaluations_collision_and_goal_counts(tmp_pat
     cfg.env.box_scale = 1.0  # full boxes: the barely trained policy then collides in these few episodes
     cfg.root, cfg.run_name, cfg.show_progress = str(tmp_path), "s", False
     train(cfg)
-    rec = _module().Recorder(episodes=2)
+    rec = CollisionRecorder(episodes=2)
     m = evaluate(EvalConfig(checkpoint=str(tmp_path / "drive" / "s" / "checkpoints" / "latest"), mode="self_play",
                             scenarios="procedural:n=16,agents=8,seed=5", num_envs=8, episodes=2, device="cpu",
                             out=tmp_path / "e.json"), on_step=rec)

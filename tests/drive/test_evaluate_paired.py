@@ -8,8 +8,9 @@ import math
 import pytest
 import torch
 
+from ttlab.drive.cli import main as drive_main
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.evaluate import EvalConfig, PairedTrials, env_config, held_out
-from ttlab.drive.sim.env import EnvConfig
 from ttlab.drive.trials import TrialMetrics
 
 
@@ -66,8 +67,6 @@ def test_eval_env_takes_the_checkpoint_config_and_warns_on_an_override():
 
 
 def test_cli_eval_runs_exactly_n_episodes_per_env_with_the_trained_layout(tmp_path):
-    from ttlab.drive.cli import main as drive_main
-
     assert drive_main(["train", "--preset", "debug", "--root", str(tmp_path), "--run-name", "e"]) == 0
     stem = tmp_path / "drive" / "e" / "checkpoints" / "latest"
     out = tmp_path / "eval.json"

@@ -13,12 +13,14 @@ import dataclasses
 import pytest
 import torch
 
-from ttlab.drive.policy import IntentPolicy, PolicyConfig, build_policy
+from ttlab.drive.config import EnvConfig, PolicyConfig
+from ttlab.drive.policy import IntentPolicy, build_policy
 from ttlab.drive.policy.dist import entropy, log_prob, sample
 from ttlab.drive.policy.intent import joint_logits, split_action
 from ttlab.drive.presets import hidden_exit
 from ttlab.drive.scenarios.pool import load_pool
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.env import DriveEnv
+from ttlab.drive.sim.geometry import to_ego
 from ttlab.drive.sim.state import SimState
 
 SPEC = "procedural:n=8,seed=5,families=t_maze,agents=1,exits=2"
@@ -91,7 +93,6 @@ def test_the_env_reads_the_pick_at_a_trials_first_tick_only_and_shows_it_as_the_
             assert torch.equal(env.intent, pick)
             cand = env.view.candidates[env.scene]  # (E, 1, 2, 2)
             want_goal = torch.gather(cand, 2, pick.view(E, 1, 1, 1).expand(E, 1, 1, 2)).squeeze(2)
-            from ttlab.drive.sim.geometry import to_ego
             st = env.state
             gx, gy = to_ego(want_goal[..., 0] - st.x, want_goal[..., 1] - st.y, torch.cos(st.heading),
                             torch.sin(st.heading))

@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
 from ttlab.drive.adapt_eval import exit_flag
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.policy import MLPPolicy, ObsLayout, TransformerPolicy
 from ttlab.drive.presets import hidden_exit
 from ttlab.drive.scenarios.pool import ProceduralSpec, load_pool
-from ttlab.drive.scenarios.procedural import generate
+from ttlab.drive.scenarios.procedural import exit_routes, generate
 from ttlab.drive.scripted import (
     ExitDriver,
     FixedChooser,
@@ -28,7 +30,7 @@ from ttlab.drive.scripted import (
     pool_exit_routes,
     run_scripted,
 )
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.state import SimState
 
 SPEC2 = "procedural:n=24,seed=5,families=hidden_exit,agents=1,exits=2"
@@ -58,9 +60,7 @@ def test_spec_exits_sets_the_number_of_candidates_and_bad_m_is_refused():
 
 
 def test_t_maze_shown_lists_one_exit_twice_on_either_side_and_keeps_the_t_maze_scene():
-    import numpy as np
 
-    from ttlab.drive.scenarios.procedural import exit_routes
 
     sides = set()
     for seed in range(12):

@@ -12,9 +12,11 @@ import pytest
 import torch
 
 from ttlab.common.data import shared_data_file
+from ttlab.drive.cli import main as drive_main
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.evaluate import ALL_LOGGED, EvalConfig, env_config
 from ttlab.drive.scenarios import build_pool, load_scenario
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.state import EXPERT, POLICY
 from ttlab.drive.sim.toy import straight_road
 from ttlab.drive.trials import TRIAL_KEYS
@@ -110,8 +112,6 @@ def test_human_replay_is_trial_mode_with_the_ego_among_every_logged_agent():
 
 @needs_carla
 def test_cli_human_replay_on_the_carla_sample_reports_paired_trials_and_a_video(tmp_path):
-    from ttlab.drive.cli import main as drive_main
-
     assert drive_main(["train", "--preset", "debug", "--root", str(tmp_path), "--run-name", "h"]) == 0
     stem = tmp_path / "drive" / "h" / "checkpoints" / "latest"
     out, video = tmp_path / "hr.json", tmp_path / "hr.gif"

@@ -3,10 +3,11 @@
 import pytest
 import torch
 
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.scenarios.pool import build_pool
 from ttlab.drive.scenarios.procedural import generate_pool_scenarios
 from ttlab.drive.sim import native
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 
 BACKENDS = ["torch"] + (["native"] if native.available() else [])
 

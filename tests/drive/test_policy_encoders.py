@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from ttlab.drive.policy import ObsEncoder, ObsLayout
-from ttlab.drive.policy.encoders import fold_slot_mlp, masked_max, slot_max_pool
+from ttlab.drive.policy.encoders import closest_approach, fold_slot_mlp, masked_max, slot_max_pool
 
 LAYOUT = ObsLayout(ego_dim=5, partner_slots=6, partner_dim=4, road_slots=9, road_dim=5, road_type_col=4,
                    num_road_types=4)
@@ -120,8 +122,6 @@ def test_unknown_partner_encoder_is_named():
 
 
 def test_closest_approach_of_two_cars_meeting_at_a_crossing():
-    from ttlab.drive.policy.encoders import closest_approach
-
     # ego at the origin heading +x at speed 1; a partner at (1, -1) heading +y (rel heading 90 deg) at speed 1:
     # both reach (1, 0) at t = 1, so they meet: t* = 1, d* = 0, relative velocity (-1, 1)
     row = torch.tensor([[[1.0, -1.0, 0.0, 1.0, 1.0]]])  # (1, 1, 5)
@@ -136,8 +136,6 @@ def test_closest_approach_of_two_cars_meeting_at_a_crossing():
 
 
 def test_kinematic_partner_encoder_equals_its_reference():
-    import dataclasses
-
     layout = dataclasses.replace(LAYOUT, partner_dim=7)
     torch.manual_seed(0)
     enc = ObsEncoder(layout, embed=8, hidden=16, partner_encoder="kinematic")

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from ttlab.drive.policy import ObsLayout, TransformerPolicy
+from ttlab.drive.ppo import loss_context
 
 LAYOUT = ObsLayout(ego_dim=5, partner_slots=3, partner_dim=4, road_slots=4, road_dim=5, road_type_col=4,
                    num_road_types=4)
@@ -172,8 +173,6 @@ def _loss_mask(T: int, removed: torch.Tensor) -> torch.Tensor:
 
 
 def test_skipping_tokens_no_loss_reads_changes_no_loss_output_or_gradient():
-    from ttlab.drive.ppo import loss_context
-
     policy = _policy(horizon=6)
     T, terms, removed = _rows()
     obs = _obs(4, T)
@@ -212,7 +211,6 @@ def test_prefill_from_only_the_current_episode_gives_the_same_cache():
 @pytest.mark.parametrize("M", [3, 6, 9])
 def test_forward_from_prefill_memory_equals_the_full_forward_on_the_new_tokens(M):
     """Training with the prefix's keys/values as memory (from `prefill`) is the full forward's function."""
-    from ttlab.drive.ppo import loss_context
 
     policy = _policy(horizon=M + 1)
     T, terms, removed = _rows()

@@ -3,15 +3,25 @@ reported apart (`coplayer/...`), and each co-player policy steps only the rows i
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from torch import nn
 
+from ttlab.common.checkpoint import load_checkpoint
+from ttlab.drive.cli import main as drive_main
+from ttlab.drive.config import EnvConfig
+from ttlab.drive.partners import PartnerPopulation, ScriptedPartner, build_population, draw_partner
 from ttlab.drive.policy import TransformerPolicy
 from ttlab.drive.policy.dist import sample
+from ttlab.drive.presets import partner_adapt, partner_adapt_debug
 from ttlab.drive.rollout import CoPlayers, Rollout
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.scenarios.pool import load_pool
+from ttlab.drive.sim import rng
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.toy import pad_pool, straight_road
+from ttlab.drive.train import train
 
 COAST = 45  # zero accel, zero steer
 HARD_LEFT = 3 * 13 + 12  # steers into the road edge 2 m away within a few ticks
@@ -140,17 +150,12 @@ def test_each_coplayer_steps_only_its_rows_and_acts_as_a_full_batch_forward_woul
 # ---- population play as the seed runs it: one partner per episode, drawn with weights, kept across trials ----
 
 def _crossing_env(E: int, seed: int = 0):
-    from ttlab.drive.presets import partner_adapt
-    from ttlab.drive.scenarios.pool import load_pool
-
     cfg = partner_adapt().env
     cfg.num_envs = E
     return DriveEnv(cfg, load_pool("crossing:n=8,seed=0"), seed=seed)
 
 
 def test_the_partner_is_drawn_per_episode_with_its_weights_as_a_pure_function():
-    from ttlab.drive.partners import draw_partner
-
     env = _crossing_env(64)
     w = torch.tensor([0.25, 0.75])
     draws = []
@@ -167,9 +172,6 @@ def test_the_partner_is_drawn_per_episode_with_its_weights_as_a_pure_function():
 
 
 def test_population_training_counts_the_learner_only_and_labels_each_step_with_its_partner():
-    from ttlab.drive.partners import build_population
-    from ttlab.drive.sim import rng
-
     E = 6
     env = _crossing_env(E)
     pop = build_population(["never_yield", "yield"], [0.5, 0.5], env)
@@ -209,8 +211,6 @@ class _Spy(nn.Module):
 
 
 def test_a_checkpoint_partner_steps_only_the_rows_it_drives(tmp_path):
-    from ttlab.drive.partners import PartnerPopulation, ScriptedPartner
-
     E = 8
     env = _crossing_env(E)
     kw = dict(layout=env.layout, num_actions=91, embed=16, d_model=32, n_layers=1, n_heads=2, horizon=100)
@@ -223,10 +223,7 @@ def test_a_checkpoint_partner_steps_only_the_rows_it_drives(tmp_path):
 
 
 def test_train_against_a_population_with_a_checkpoint_and_eval_per_partner(tmp_path):
-    import json
 
-    from ttlab.common.checkpoint import load_checkpoint
-    from ttlab.drive.cli import main as drive_main
 
     root = str(tmp_path)
     assert drive_main(["train", "--preset", "partner_adapt_debug", "--root", root, "--run-name", "p0"]) == 0
@@ -254,9 +251,6 @@ def test_train_against_a_population_with_a_checkpoint_and_eval_per_partner(tmp_p
 
 
 def test_partners_and_coplayers_are_exclusive(tmp_path):
-    from ttlab.drive.presets import partner_adapt_debug
-    from ttlab.drive.train import train
-
     cfg = partner_adapt_debug()
     cfg.root, cfg.coplayers = str(tmp_path), ("x",)
     with pytest.raises(ValueError, match="exclusive"):

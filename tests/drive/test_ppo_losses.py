@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from ttlab.drive.policy import MLPPolicy, ObsLayout
+from ttlab.drive.policy import LSTMPolicy, MLPPolicy, ObsLayout
 from ttlab.drive.policy.dist import entropy, log_prob
 from ttlab.drive.ppo import explained_variance, loss_context, masked_mean, normalize_advantages, ppo_losses
 
@@ -98,8 +98,6 @@ def test_loss_context_is_the_loss_steps_plus_what_they_can_read():
 
 
 def test_skipping_unneeded_tokens_leaves_lstm_losses_and_gradients_unchanged():
-    from ttlab.drive.policy import LSTMPolicy
-
     torch.manual_seed(0)
     layout = ObsLayout(ego_dim=3, partner_slots=2, partner_dim=2, road_slots=2, road_dim=3, road_type_col=2,
                        num_road_types=3)

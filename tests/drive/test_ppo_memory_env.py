@@ -15,9 +15,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from ttlab.drive.policy import MLPPolicy, ObsLayout, TransformerPolicy
+from ttlab.drive.config import PPOConfig
+from ttlab.drive.policy import LSTMPolicy, MLPPolicy, ObsLayout, TransformerPolicy
 from ttlab.drive.policy.dist import log_prob
-from ttlab.drive.ppo import PPOConfig, ppo_update
+from ttlab.drive.ppo import ppo_update
 from ttlab.drive.rollout import Rollout
 
 LAYOUT = ObsLayout(ego_dim=4, partner_slots=1, partner_dim=2, road_slots=1, road_dim=2, road_type_col=1,
@@ -209,8 +210,6 @@ def test_transformer_adapts_with_the_other_context_modes(context):
 
 @pytest.mark.parametrize("core", ["lstm"])
 def test_lstm_rollout_and_training_forward_agree(core):
-    from ttlab.drive.policy import LSTMPolicy
-
     torch.manual_seed(0)
     env = MemoryEnv(num_envs=4)
     policy = LSTMPolicy(LAYOUT, 2, embed=8, hidden=16).eval()

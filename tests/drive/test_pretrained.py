@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from ttlab.drive.cli import main as drive_main
 from ttlab.drive.evaluate import EvalConfig, evaluate
 from ttlab.drive.pretrained import available, resolve
 
@@ -27,8 +28,6 @@ def test_pretrained_selfplay_drives_a_procedural_scene_to_its_goals(tmp_path):
 
 
 def test_cli_eval_and_render_take_the_pretrained_name(tmp_path):
-    from ttlab.drive.cli import main as drive_main
-
     out = tmp_path / "e.json"
     assert drive_main(["eval", "--checkpoint", "pretrained:selfplay", "--scenarios", "procedural:n=2,agents=4,seed=7",
                        "--num-envs", "2", "--episodes", "1", "--device", "cpu", "--out", str(out)]) == 0

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from ttlab.drive.bc import tracking_actions
-from ttlab.drive.evaluate import EvalConfig, env_config
-from ttlab.drive.presets import selfplay_yield
-from ttlab.drive.replay import track_log
+from ttlab.drive.evaluate import EvalConfig, env_config, held_out
+from ttlab.drive.presets import REAL_HELD_OUT, REAL_TRAIN, real_scene, selfplay_yield
+from ttlab.drive.replay import replay_fidelity, track_log
 from ttlab.drive.scenarios.log_repair import (
     MAX_TURN,
     first_overlap,
@@ -22,7 +22,8 @@ from ttlab.drive.scenarios.log_repair import (
     hold_heading_spikes,
     wrap,
 )
-from ttlab.drive.scenarios.pool import build_pool
+from ttlab.drive.scenarios.pool import build_pool, load_scenarios
+from ttlab.drive.scenarios.select import EgoSelection
 from ttlab.drive.scenarios.types import ROAD_TYPE_ID
 from ttlab.drive.scenarios.waymo_json import ScenarioFormatError, ScenarioRepairWarning, load_scenario
 from ttlab.drive.sim.dynamics import bicycle_step
@@ -153,8 +154,6 @@ def test_raw_town02_log_is_not_trackable(town_raw):
 
 
 def test_log_replay_through_our_dynamics_tracks_procedural_scenes_per_tick():
-    from ttlab.drive.scenarios.pool import load_scenarios
-
     out = track_log(_selfplay_env(load_scenarios("procedural:n=16,agents=8,seed=1000"), envs=16), anchor="time")
     err = out["pos_err"]
     assert float(err.mean()) < 0.15 and float(torch.quantile(err, 0.99)) < 1.0
@@ -203,8 +202,6 @@ def test_town02_offroad_fires_when_egos_steer_off_the_road(town):
 # ---- ego selections: which vehicles of a real scene drive ----
 
 def test_ego_selection_options_parse_and_bad_ones_name_the_source():
-    from ttlab.drive.scenarios.select import EgoSelection
-
     sel = EgoSelection.parse("egos=odd&split=each&view=8&repeat=3", "t.json?x")
     assert (sel.egos, sel.split, sel.view, sel.repeat) == ("odd", "each", 8, 3)
     for bad in ("egos=left", "split=some", "view=1", "repeat=0", "view=8", "colour=red", "repeat=x"):
@@ -214,9 +211,6 @@ def test_ego_selection_options_parse_and_bad_ones_name_the_source():
 
 @needs_carla
 def test_town02_held_out_vehicles_never_drive_in_the_training_views(town):
-    from ttlab.drive.presets import REAL_HELD_OUT, REAL_TRAIN, real_scene
-    from ttlab.drive.scenarios.pool import load_scenarios
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ScenarioRepairWarning)
         train, held = load_scenarios(real_scene(REAL_TRAIN)), load_scenarios(real_scene(REAL_HELD_OUT))
@@ -232,22 +226,12 @@ def test_town02_held_out_vehicles_never_drive_in_the_training_views(town):
 
 
 def test_held_out_of_a_mixed_source_keeps_its_procedural_parts():
-    from ttlab.drive.evaluate import held_out
-
     assert held_out("procedural:n=4,seed=0;t.json?egos=even&split=each", 0) == "procedural:n=4,seed=1000"
     with pytest.raises(ValueError, match="no procedural part"):
         held_out("a.json;b.json", 0)
 
 
-def test_replay_benchmark_measures_the_expert_on_a_source():
-    import importlib.util
-
-    from ttlab.drive.scenarios.pool import load_scenarios
-
-    spec = importlib.util.spec_from_file_location(
-        "drive_replay", Path(__file__).resolve().parents[2] / "benchmarks" / "drive_replay.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    row = mod.measure("selfplay_yield", load_scenarios("procedural:n=2,agents=4,seed=3"), 2, 1, "time")
+def test_replay_fidelity_measures_the_expert_on_a_source():
+    row = replay_fidelity(selfplay_yield().env, load_scenarios("procedural:n=2,agents=4,seed=3"), 2, 1, "time")
     assert row["ego_episodes"] > 0 and 0.0 <= row["pos_err_mean_m"] <= row["pos_err_p99_m"] <= row["pos_err_max_m"]
     assert row["goal_rate"] >= 0.9 and row["collision_plus_offroad"] <= 0.1

@@ -9,7 +9,7 @@ import torch
 
 from ttlab.common.data import shared_data_file
 from ttlab.common.errors import UserError
-from ttlab.drive.scenarios.cache import INDEX, CacheError, convert, load_cache
+from ttlab.drive.scenarios.cache import INDEX, CacheError, convert, load_cache, read_shard, write_shard
 from ttlab.drive.scenarios.convert_cmd import main as convert_main
 from ttlab.drive.scenarios.pool import load_pool, load_scenarios
 from ttlab.drive.scenarios.procedural import generate
@@ -53,8 +53,6 @@ def test_convert_round_trip(src, tmp_path, workers, shard_size):
 
 
 def test_cache_keeps_optional_fields(tmp_path):
-    from ttlab.drive.scenarios.cache import read_shard, write_shard
-
     scenes = [generate("hidden_goal", 0, 5), generate("partner_style", 1, 4), generate("straight", 2, 3)]
     entries = write_shard(scenes, tmp_path / "s.npz")
     back = read_shard(tmp_path / "s.npz", entries)

@@ -2,6 +2,7 @@
 
 import copy
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -167,7 +168,6 @@ def test_strict_refuses_any_repair(tmp_path):
 
 
 def test_clean_file_gives_no_warning(tmp_path):
-    import warnings
     p = _broken(tmp_path, SMALL, lambda d: None)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

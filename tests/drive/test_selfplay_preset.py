@@ -7,11 +7,13 @@ import dataclasses
 import pytest
 import torch
 
-from ttlab.drive.evaluate import ALL_LOGGED, EvalConfig, env_config
-from ttlab.drive.presets import TRAIN_PRESETS, debug, selfplay
+from ttlab.drive.evaluate import ALL_LOGGED, EvalConfig, env_config, evaluate
+from ttlab.drive.ppo import schedule_progress
+from ttlab.drive.presets import TRAIN_PRESETS, debug, selfplay, selfplay_yield
 from ttlab.drive.scenarios import load_scenarios
+from ttlab.drive.sim.reward import step_reward
 from ttlab.drive.stats import SceneCounts, choose_checkpoint, cluster_ratio_stderr
-from ttlab.drive.train import train
+from ttlab.drive.train import collision_penalty, make_env, train
 
 
 def _tiny(cfg, tmp_path, name: str) -> None:
@@ -51,7 +53,6 @@ def test_selfplay_preset_runs_an_update(tmp_path):
 
 
 def test_schedule_progress_follows_the_wall_clock_when_a_time_limit_ends_the_run_first():
-    from ttlab.drive.ppo import schedule_progress
     assert schedule_progress(0, 100) == 0.0 and schedule_progress(99, 100) == 1.0
     assert schedule_progress(10, 1000, elapsed_s=30.0, time_limit_s=60.0) == 0.5  # time is further along
     assert schedule_progress(500, 1000, elapsed_s=6.0, time_limit_s=60.0) == 500 / 999  # steps are
@@ -75,7 +76,6 @@ def test_lr_end_anneals_the_optimizer_learning_rate_linearly(tmp_path):
 
 
 def test_collision_penalty_schedule_holds_then_ramps_and_reaches_the_env_rewards(tmp_path):
-    from ttlab.drive.train import collision_penalty
     cfg = debug()
     cfg.env.reward_collision, cfg.reward_collision_end, cfg.reward_schedule_start = -0.5, -2.0, 0.5
     assert [collision_penalty(cfg, f) for f in (0.0, 0.5, 0.75, 1.0)] == pytest.approx([-0.5, -0.5, -1.25, -2.0])
@@ -89,10 +89,6 @@ def test_collision_penalty_schedule_holds_then_ramps_and_reaches_the_env_rewards
 
 
 def test_set_reward_weights_changes_the_reward_of_a_collision():
-    import torch
-
-    from ttlab.drive.sim.reward import step_reward
-    from ttlab.drive.train import make_env
     cfg = debug()
     env = make_env(cfg.env, cfg.scenarios, torch.device("cpu"), 0)
     coll = torch.ones(env.num_envs, env.num_agents, dtype=torch.bool)
@@ -122,7 +118,6 @@ def test_keep_every_keeps_numbered_checkpoints_and_the_selection_rule(tmp_path):
 def test_selfplay_yield_is_selfplay_with_the_benchmark_overrides():
     """The preset equals the command its README figures come from: `--preset selfplay --set ppo.lr_end=0
     scenarios=procedural:n=2048,agents=8 policy.partner_encoder=kinematic env.reward_conflict=-0.05 --minutes 59`."""
-    from ttlab.drive.presets import selfplay_yield
 
     want = selfplay()
     want.ppo.lr_end, want.scenarios = 0.0, "procedural:n=2048,agents=8"
@@ -131,8 +126,6 @@ def test_selfplay_yield_is_selfplay_with_the_benchmark_overrides():
 
 
 def test_selfplay_yield_preset_runs_an_update(tmp_path):
-    from ttlab.drive.presets import selfplay_yield
-
     cfg = selfplay_yield()
     _tiny(cfg, tmp_path, "y")
     out = train(cfg)
@@ -141,7 +134,6 @@ def test_selfplay_yield_preset_runs_an_update(tmp_path):
 
 def test_heldout_scene_counts_equal_the_evaluation(tmp_path):
     """`SceneCounts` (the held-out benchmark's hook) counts per scene exactly what the evaluation counts in total."""
-    from ttlab.drive.evaluate import evaluate
 
     cfg = selfplay()
     _tiny(cfg, tmp_path, "h")

@@ -5,8 +5,10 @@ import numpy as np
 import pytest
 import torch
 
+from ttlab.drive.cli import main
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.render import Recorder, rollout_frames, write_video
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.toy import pad_pool, straight_road
 
 
@@ -29,8 +31,6 @@ def test_render_trial_overlay_and_writers(tmp_path):
 
 
 def test_cli_render_writes_video(tmp_path):
-    from ttlab.drive.cli import main
-
     out = tmp_path / "r.gif"
     assert main(["render", "--steps", "3", "--size", "64", "--out", str(out), "--device", "cpu"]) == 0
     assert out.stat().st_size > 0

@@ -6,10 +6,14 @@ import numpy as np
 import pytest
 import torch
 
+from ttlab.drive.config import EnvConfig
+from ttlab.drive.scenarios.pool import build_pool
+from ttlab.drive.scenarios.procedural import generate_pool_scenarios
 from ttlab.drive.scenarios.types import ROAD_TYPE_ID
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.geometry import point_segment_distance
 from ttlab.drive.sim.grid import build_grid
+from ttlab.drive.sim.reward import conflict
 from ttlab.drive.sim.state import EXPERT, POLICY
 from ttlab.drive.sim.toy import pad_pool, straight_road
 
@@ -289,8 +293,6 @@ def test_progress_shaping_pays_metres_gained_toward_the_goal():
 
 
 def test_conflict_flags_collision_courses_and_not_passing_traffic():
-    from ttlab.drive.sim.reward import conflict
-
     # ego 0 at the origin heading +x at 10 m/s; vehicle 1 at (15, -15) heading +y at 10 m/s: both reach (15, 0)
     # at t = 1.5 s (a crossing collision course); vehicle 2 in the oncoming lane 3.5 m to the left, heading -x
     x, y = torch.tensor([[0.0, 15.0, 40.0]]), torch.tensor([[0.0, -15.0, 3.5]])
@@ -306,10 +308,6 @@ def test_conflict_flags_collision_courses_and_not_passing_traffic():
 
 
 def test_conflict_reward_is_paid_per_tick_on_a_collision_course():
-    from ttlab.drive.scenarios.pool import build_pool
-    from ttlab.drive.scenarios.procedural import generate_pool_scenarios
-    from ttlab.drive.sim.reward import conflict
-
     pool = build_pool(generate_pool_scenarios(4, seed=5, num_agents=8), max_agents=8)
     kw = dict(num_envs=4, max_agents=8, goal_behavior="trial", k_trials=1, trial_length=40)
     plain = DriveEnv(EnvConfig(**kw), pool, seed=0)
@@ -337,9 +335,6 @@ def test_conflict_geometry_must_be_positive(field):
 
 
 def test_scene_order_cycle_plays_env_e_episode_k_on_scene_e_plus_k_envs():
-    from ttlab.drive.scenarios.pool import build_pool
-    from ttlab.drive.scenarios.procedural import generate_pool_scenarios
-
     pool = build_pool(generate_pool_scenarios(5, seed=3, num_agents=4), max_agents=4)
     env = DriveEnv(EnvConfig(num_envs=2, max_agents=4, goal_behavior="trial", k_trials=1, trial_length=6,
                              scene_order="cycle"), pool, seed=0)

@@ -6,12 +6,13 @@ import pytest
 import torch
 
 from ttlab.common.data import shared_data_file
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.scenarios import build_pool, generate, generate_pool_scenarios
 from ttlab.drive.scenarios.waymo_json import load_scenario
 from ttlab.drive.sim import native
 from ttlab.drive.sim.contact import contacts
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
-from ttlab.drive.sim.observe import observe
+from ttlab.drive.sim.env import DriveEnv
+from ttlab.drive.sim.observe import ObsInputs, ObsSettings, observe
 
 CARLA = shared_data_file("carla_town02_womd.json", required=False)  # None when the sample is absent
 pytestmark = pytest.mark.skipif(not native.available(), reason="no C compiler for the native kernel")
@@ -26,14 +27,16 @@ def _run(env: DriveEnv, steps: int, seed: int = 0) -> None:
 def _both(env: DriveEnv) -> tuple[torch.Tensor, torch.Tensor]:
     """The env's current observation from the torch reference and from the native kernel."""
     st, cfg = env.state, env.cfg
-    cand = env.view.candidates[env.scene] if cfg.hidden_goal else None
-    args = (env.grid, env.scene, st.x, st.y, st.heading, st.speed, st.length, st.width, st.goal_x, st.goal_y,
-            st.collided, st.offroad, st.accel, st.steer, env._visible(st),
-            env.weights if cfg.reward_conditioning else None, cand)
-    kw = dict(partner_slots=cfg.partner_slots, partner_radius=cfg.partner_radius, road_slots=cfg.road_slots,
-              road_radius=cfg.road_radius, max_accel=cfg.limits.max_accel, max_steer=cfg.limits.max_steer,
-              hide_goal=cfg.hidden_goal, partner_controls=cfg.partner_controls, priority=env.priority)
-    return observe(*args, **kw), native.observe(*args, **kw)
+    inp = ObsInputs(x=st.x, y=st.y, heading=st.heading, speed=st.speed, length=st.length, width=st.width,
+                    goal_x=st.goal_x, goal_y=st.goal_y, collided=st.collided, offroad=st.offroad, accel=st.accel,
+                    steer=st.steer, visible=env._visible(st),
+                    rc_weights=env.weights if cfg.reward_conditioning else None,
+                    candidates=env.view.candidates[env.scene] if cfg.hidden_goal else None, priority=env.priority)
+    settings = ObsSettings(partner_slots=cfg.partner_slots, partner_radius=cfg.partner_radius,
+                           road_slots=cfg.road_slots, road_radius=cfg.road_radius, max_accel=cfg.limits.max_accel,
+                           max_steer=cfg.limits.max_steer, hide_goal=cfg.hidden_goal,
+                           partner_controls=cfg.partner_controls)
+    return observe(env.grid, env.scene, inp, settings), native.observe(env.grid, env.scene, inp, settings)
 
 
 @pytest.mark.parametrize("extra", [{}, {"reward_conditioning": True}, {"partner_slots": 5, "partner_radius": 80.0},

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
-from ttlab.common.checkpoint import load_checkpoint
+from ttlab.common.checkpoint import CheckpointError, load_checkpoint
 from ttlab.drive.cli import main as drive_main
+from ttlab.drive.evaluate import debug as eval_debug
+from ttlab.drive.evaluate import evaluate
 from ttlab.drive.presets import debug
 from ttlab.drive.train import coplayer_assignment, train
 
@@ -75,11 +78,7 @@ def test_cli_train_then_eval_writes_trial_metrics(tmp_path):
 
 
 def test_eval_missing_checkpoint_names_the_file(tmp_path):
-    import pytest
 
-    from ttlab.common.checkpoint import CheckpointError
-    from ttlab.drive.evaluate import debug as eval_debug
-    from ttlab.drive.evaluate import evaluate
 
     cfg = eval_debug()
     cfg.checkpoint, cfg.out = str(tmp_path / "nope"), tmp_path / "e.json"

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.config import EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.state import EXPERT, POLICY
 from ttlab.drive.sim.toy import pad_pool, straight_road
 

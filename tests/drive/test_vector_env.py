@@ -24,7 +24,10 @@ from gymnasium.utils.passive_env_checker import (
     env_reset_passive_checker,
 )
 
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.config import EnvConfig
+from ttlab.drive.policy import MLPPolicy
+from ttlab.drive.rollout import Rollout
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.toy import pad_pool, straight_road
 from ttlab.drive.vector_env import DriveVectorEnv
 
@@ -156,8 +159,6 @@ def test_lanes_match_the_simulator():
 def test_flags_align_with_the_internal_rollout():
     """info['new_episode'] / info['removed'] returned with an observation are exactly the terminals / removed
     flags the project's rollout stores beside that observation (and feeds the KV cache)."""
-    from ttlab.drive.policy import MLPPolicy
-    from ttlab.drive.rollout import Rollout
 
     torch.manual_seed(0)
     env = _trial_env()

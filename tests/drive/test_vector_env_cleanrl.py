@@ -12,7 +12,8 @@ import torch
 from torch import nn
 from torch.distributions.categorical import Categorical
 
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
+from ttlab.drive.config import EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.toy import pad_pool, straight_road
 from ttlab.drive.vector_env import DriveVectorEnv
 

@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -200,10 +202,6 @@ def latest_checkpoint(directory: str | Path, name: str = "latest") -> Path | Non
 
 def rng_state() -> dict[str, Any]:
     """Python, NumPy and torch RNG states, checkpointable with `save_checkpoint`."""
-    import random
-
-    import numpy as np
-
     py = random.getstate()
     np_state = np.random.get_state()
     state: dict[str, Any] = {
@@ -223,10 +221,6 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    import random
-
-    import numpy as np
-
     v, internal, gauss = state["python"]
     random.setstate((v, tuple(internal), gauss))
     name, keys, pos, has_gauss, cached = state["numpy"]

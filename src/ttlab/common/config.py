@@ -148,6 +148,7 @@ def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
 
 
 def save_config(cfg: Any, path: str | Path) -> None:
+    # deferred on purpose: checkpoint imports torch, which parsing a config does not need
     from ttlab.common.checkpoint import atomic_write_text
 
     atomic_write_text(Path(path), json.dumps(to_dict(cfg), indent=2, sort_keys=True) + "\n")

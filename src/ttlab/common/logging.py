@@ -19,6 +19,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from ttlab.common.config import to_dict
+
 console = Console(stderr=True)
 
 
@@ -34,17 +36,16 @@ class Logger:
         self.run_dir = Path(run_dir)
         self.tb = None
         if tensorboard:
+            # deferred on purpose: loads the tensorboard package (slow), only when TensorBoard logging is on
             from torch.utils.tensorboard import SummaryWriter
 
             self.tb = SummaryWriter(log_dir=str(self.run_dir / "tb"))
         self.wb = None
         if wandb:
             try:
-                import wandb as _wandb
+                import wandb as _wandb  # deferred on purpose: an optional extra (`ttlab[wandb]`)
             except ImportError as e:
                 raise RuntimeError("--wandb needs the wandb package: pip install 'ttlab[wandb]'") from e
-            from ttlab.common.config import to_dict
-
             self.wb = _wandb.init(project=project, dir=str(self.run_dir), name=self.run_dir.name,
                                   config=to_dict(config) if config is not None else None)
 
@@ -72,7 +73,7 @@ class Logger:
         if self.tb is not None:
             self.tb.add_video(name, frames, step, fps=fps)
         if self.wb is not None:
-            import wandb as _wandb
+            import wandb as _wandb  # optional extra, as above
 
             self.wb.log({name: _wandb.Video(frames.cpu().numpy(), fps=fps)}, step=step)
 

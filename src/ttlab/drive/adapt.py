@@ -14,6 +14,7 @@ import time
 
 import torch
 
+from ttlab.drive.config import TrainConfig
 from ttlab.drive.policy import build_policy
 from ttlab.drive.ppo import annealed, ppo_update
 from ttlab.drive.presets import (
@@ -25,7 +26,7 @@ from ttlab.drive.presets import (
 from ttlab.drive.rollout import Rollout
 from ttlab.drive.scenarios.pool import ProceduralSpec
 from ttlab.drive.sim.env import DriveEnv
-from ttlab.drive.train import TrainConfig, env_horizon, make_env
+from ttlab.drive.train import env_horizon, make_env
 
 
 def train_hidden_exit(core: str, seed: int, steps: int | None = None, seconds: float | None = None,

@@ -17,6 +17,7 @@ import math
 
 import torch
 
+from ttlab.drive.policy.dist import sample
 from ttlab.drive.sim.state import POLICY
 
 
@@ -89,7 +90,6 @@ class ExitOutcomes:
 def run_policy(env, policy, episodes: int, greedy: bool = False, on_step=None) -> dict[str, float]:
     """Exactly `episodes` episodes per env with `policy` (stepped like the rollout: a new episode resets its
     memory; removed egos are flagged); returns `ExitOutcomes.summary()`. on_step(t) is called after each step."""
-    from ttlab.drive.policy.dist import sample
 
     E, A = env.num_envs, env.num_agents
     N = E * A

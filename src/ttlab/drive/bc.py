@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ttlab.drive.policy.dist import sample
 from ttlab.drive.sim.dynamics import bicycle_step, wrap_angle
 from ttlab.drive.sim.state import POLICY
 
@@ -103,8 +104,6 @@ def collect(env, ticks: int, gamma: float, policy=None) -> ExpertData:
         if policy is None:
             res = env.step(act)
         else:
-            from ttlab.drive.policy.dist import sample
-
             logits, _, _ = policy.forward_eval(obs.reshape(E * A, -1).float(), None)
             res = env.step(sample(logits, False).view(E, A))
         Acts.append(act[keep])

@@ -8,13 +8,17 @@ from typing import Literal
 
 from ttlab.common.cli import dispatch
 from ttlab.common.config import parse_config
+from ttlab.common.device import resolve_device
 from ttlab.common.logging import console
+from ttlab.drive.config import EnvConfig, GoalBehaviour, TrainConfig
 from ttlab.drive.evaluate import EvalConfig, evaluate
 from ttlab.drive.evaluate import main as eval_main
 from ttlab.drive.presets import TRAIN_PRESETS
+from ttlab.drive.render import rollout_frames, write_video
 from ttlab.drive.scenarios.convert_cmd import main as convert_main
-from ttlab.drive.sim.env import GoalBehaviour
-from ttlab.drive.train import TrainConfig, train
+from ttlab.drive.sim.env import DriveEnv
+from ttlab.drive.sim.sources import json_scene, procedural_scenes, to_pool
+from ttlab.drive.train import train
 
 
 @dataclass
@@ -57,11 +61,6 @@ def render_presets() -> dict:
 
 
 def render_main(argv: list[str]) -> int:
-    from ttlab.common.device import resolve_device
-    from ttlab.drive.render import rollout_frames, write_video
-    from ttlab.drive.sim.env import DriveEnv, EnvConfig
-    from ttlab.drive.sim.sources import json_scene, procedural_scenes, to_pool
-
     cfg = parse_config(RenderConfig, render_presets(), argv, prog="ttlab drive render")
     if cfg.checkpoint is not None:
         return _render_policy(cfg)

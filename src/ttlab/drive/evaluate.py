@@ -42,13 +42,17 @@ from typing import Literal
 import torch
 
 from ttlab.common.checkpoint import atomic_write_text, load_checkpoint
-from ttlab.common.config import from_dict
+from ttlab.common.config import from_dict, parse_config
 from ttlab.common.device import resolve_device, seed_everything
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.paired import PairedTrials
 from ttlab.drive.partner_eval import partner_summary, policy_ego, run_paired
+from ttlab.drive.partners import build_population
 from ttlab.drive.policy.dist import sample
 from ttlab.drive.pretrained import resolve as resolve_pretrained
-from ttlab.drive.sim.env import EnvConfig
+from ttlab.drive.render import Recorder, write_video
+from ttlab.drive.rollout import _flat
+from ttlab.drive.train import load_policy, make_env
 
 MODES = ("self_play", "human_replay", "trial")
 
@@ -166,8 +170,6 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
     on_step(env, before): optional, called after every env step with the `SimState` from before it (each
     step builds a new state, so `before` stays as it was): diagnostics such as `benchmarks/drive_collisions.py`.
     """
-    from ttlab.drive.rollout import _flat
-    from ttlab.drive.train import load_policy, make_env
 
     if not cfg.checkpoint:
         raise ValueError("--checkpoint is required (a stem like runs/drive/<run>/checkpoints/latest)")
@@ -195,8 +197,6 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
     env.trial_metrics = paired
     recorder = None
     if cfg.video is not None:
-        from ttlab.drive.render import Recorder
-
         recorder = Recorder(env, 0, 384)
     N = env.num_envs * env.num_agents
     obs = _flat(env.reset()).float()
@@ -230,8 +230,6 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
            "agents_per_env": env.num_agents, "scene_order": cfg.scene_order, "pool_scenes": pool_size, "env_steps": steps,
            **paired.summary()}
     if recorder is not None:
-        from ttlab.drive.render import write_video
-
         out["video"] = str(write_video(recorder.frames, cfg.video))
     atomic_write_text(cfg.out, json.dumps(out, indent=2) + "\n")
     return out
@@ -239,7 +237,6 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
 
 def _evaluate_partners(cfg: EvalConfig, env, policy, partners, scenarios: str, ck: dict) -> dict:
     """`evaluate` with a partner population: overall and per-partner paired trials, written to `cfg.out`."""
-    from ttlab.drive.partners import build_population
 
     if cfg.video is not None:
         raise ValueError("--video is not supported with --partners")
@@ -254,8 +251,6 @@ def _evaluate_partners(cfg: EvalConfig, env, policy, partners, scenarios: str, c
 
 
 def main(argv: list[str]) -> int:
-    from ttlab.common.config import parse_config
-
     cfg = parse_config(EvalConfig, {"debug": debug}, argv, prog="ttlab drive eval")
     out = evaluate(cfg)  # bad input raises before anything is written; the CLI boundary prints it on one line
     short = ("_score", "_goal_rate", "_minus_0", "_goal_rate_stderr", "_pairs")

@@ -15,13 +15,14 @@ import time
 
 import torch
 
+from ttlab.drive.config import TrainConfig
 from ttlab.drive.partner_eval import partner_summary, policy_ego, run_paired
 from ttlab.drive.partners import build_population
 from ttlab.drive.policy import build_policy
 from ttlab.drive.ppo import annealed, ppo_update
 from ttlab.drive.presets import PARTNER_HELD_OUT
 from ttlab.drive.rollout import Rollout
-from ttlab.drive.train import TrainConfig, env_horizon, make_env
+from ttlab.drive.train import env_horizon, make_env
 
 
 def train_partner(cfg: TrainConfig, seed: int, steps: int | None = None, seconds: float | None = None,

@@ -8,7 +8,8 @@ import torch
 
 from ttlab.common.checkpoint import load_checkpoint
 from ttlab.common.config import from_dict
-from ttlab.drive.policy import PolicyConfig, build_policy
+from ttlab.drive.config import PolicyConfig
+from ttlab.drive.policy import build_policy
 
 
 def env_horizon(env) -> int:

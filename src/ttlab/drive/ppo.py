@@ -9,11 +9,11 @@ leak). Advantages are normalised per minibatch over valid steps. Metric names fo
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
+from ttlab.drive.config import CONTEXTS, PPOConfig
 from ttlab.drive.policy.dist import entropy as dist_entropy
 from ttlab.drive.policy.dist import log_prob as dist_log_prob
 
@@ -132,72 +132,6 @@ def loss_context(mask: torch.Tensor, terminals: torch.Tensor, removed: torch.Ten
     loss_steps = torch.zeros(B, T + 1, device=mask.device).scatter_add_(1, ep, mask.float())  # (B, T+1) per episode
     return mask | (~removed.bool() & (loss_steps.gather(1, ep) > 0))
 
-
-CONTEXTS = ("memory", "stored", "full")
-
-
-@dataclass
-class PPOConfig:
-    """PPO hyper-parameters."""
-
-    lr: float = 3e-4
-    """Adam learning rate."""
-    gamma: float = 0.99
-    """Discount."""
-    gae_lambda: float = 0.95
-    """GAE lambda."""
-    update_epochs: int = 4
-    """Passes over the buffer per update."""
-    num_minibatches: int = 4
-    """Minibatches per epoch; a minibatch is a set of whole buffer rows (sequences)."""
-    clip_coef: float = 0.2
-    """Policy ratio clip."""
-    vf_clip_coef: float = 0.2
-    """Value clip around the rollout value (<= 0 disables)."""
-    ent_coef: float = 0.01
-    """Entropy bonus weight."""
-    vf_coef: float = 0.5
-    """Value loss weight."""
-    max_grad_norm: float = 0.5
-    """Gradient clipping (global L2 norm)."""
-    norm_adv: bool = True
-    """Normalise advantages per minibatch over valid steps."""
-    target_kl: float | None = None
-    """Stop the epoch loop early when approx_kl exceeds this."""
-    aux_task_coef: float = 0.0
-    """Weight of the task-inference loss: cross-entropy of the policy's task head (`PolicyConfig.task_classes`),
-    a linear read-out of the core's hidden state, against the episode's hidden task (the simulator's true
-    exit) at every valid step. The label is a training target only; no policy input carries it (tested). Where
-    the task is not yet knowable (trial 0 before the first exit report) the best prediction is the prior, so
-    the loss shapes the memory to keep what the report says. 0 = off."""
-    explore_steer: float = 0.0
-    """Trial-level exploration: at each trial start the rollout draws, per agent, a steering bias b in
-    {-s, 0, +s} (s = this) and samples the whole trial from logits + b x (each action's steering / the largest),
-    so a trial's route (e.g. which exit) varies between trials of one episode, which per-tick sampling almost
-    never does. It is the agent's own noise (independent of the world, never a network input); PPO trains the
-    same biased distribution that acted (`Batch.steer_bias`). Evaluation runs the network alone (b = 0). 0 = off."""
-    explore_start: int = 0
-    """Exploring starts: at each trial start, with probability `explore_start_prob` per agent, the rollout drives the
-    first L ticks itself (L uniform in 1..explore_start) with a full steering rate to one side (drawn per trial)
-    and neutral throttle, then hands over to the policy. The forced steps are the agent's own noise (independent
-    of the world; their observations enter the memory like any other) and are masked out of the loss (not
-    the policy's actions). So trials start from committed headings to both sides, and the policy learns to
-    finish turns either way, which it otherwise never practises. Evaluation runs the policy alone. 0 = off."""
-    explore_start_prob: float = 0.5
-    """Probability per (agent, trial) of an exploring start (with explore_start > 0)."""
-    ent_coef_end: float | None = None
-    """Entropy bonus at the last update, annealed linearly from `ent_coef` (None = constant `ent_coef`)."""
-    lr_end: float | None = None
-    """Learning rate at the end of training, annealed linearly from `lr` (None = constant `lr`; 0 = cleanrl's
-    `anneal_lr`). With a time limit the schedule runs on the larger of step and wall-time progress, so it ends
-    when the run does (`schedule_progress`)."""
-    context: str = "memory"
-    """Transformer context prefix in training: memory = its keys/values from the rollout's prefill (current
-    weights), reused in every epoch with no gradient (Transformer-XL memory; the prefix is not re-encoded, so
-    an update costs T tokens per row instead of C + T) | stored = the same, but the keys/values the previous
-    rollout computed as it stepped (no prefill: one update stale, as R2D2's stored state) | full = recomputed
-    with gradient in every minibatch (exact gradient, several times slower). Each gives the rollout's
-    log-probs at the first minibatch."""
 
 
 def ppo_update(

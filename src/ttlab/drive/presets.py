@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from ttlab.common.data import SHARED_PREFIX, shared_data_file
-from ttlab.drive.policy import PolicyConfig
-from ttlab.drive.ppo import PPOConfig
-from ttlab.drive.sim.env import EnvConfig
-from ttlab.drive.train import TrainConfig
+from ttlab.drive.config import EnvConfig, PolicyConfig, PPOConfig, TrainConfig
 
 
 def default() -> TrainConfig:

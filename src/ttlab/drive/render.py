@@ -121,7 +121,7 @@ def write_video(frames: list[np.ndarray], path: str | Path, fps: int = 10) -> Pa
         return path
     if suffix != ".mp4":
         raise ValueError(f"{path}: unsupported video extension {suffix!r} (use .mp4 or .gif)")
-    import av
+    import av  # deferred on purpose: PyAV is an optional dependency, needed only to write .mp4
 
     h, w = frames[0].shape[:2]
     with av.open(str(path), mode="w") as out:

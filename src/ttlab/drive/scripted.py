@@ -20,13 +20,13 @@ import torch
 
 from ttlab.drive.adapt_eval import ExitOutcomes, exit_flag
 from ttlab.drive.scenarios.pool import ProceduralSpec
+from ttlab.drive.scenarios.procedural import exit_routes
 from ttlab.drive.sim.dynamics import NUM_STEER
 from ttlab.drive.sim.state import POLICY
 
 
 def pool_exit_routes(spec: ProceduralSpec | str, device: torch.device | str = "cpu") -> torch.Tensor:
     """(P, N, M, R, 2): per scene of the procedural pool `spec`, every vehicle's path to each candidate exit."""
-    from ttlab.drive.scenarios.procedural import exit_routes
 
     spec = ProceduralSpec.parse(spec) if isinstance(spec, str) else spec
     fams = spec.families
@@ -87,21 +87,6 @@ class FixedChooser:
 
     def observe(self, flag, choice) -> None:
         pass
-
-
-class RandomChooser(FixedChooser):
-    """Memoryless: a uniformly random candidate, drawn afresh at every trial start."""
-
-    def __init__(self, seed: int = 0):
-        self.g = torch.Generator().manual_seed(seed)
-
-    def reset(self, E, A, M, device) -> None:
-        self.M, self.pick = M, torch.randint(0, M, (E, A), generator=self.g).to(device)
-
-    def choose(self, obs, flag, new_episode, new_trial):
-        fresh = torch.randint(0, self.M, self.pick.shape, generator=self.g).to(self.pick.device)
-        self.pick = torch.where(new_trial.unsqueeze(1), fresh, self.pick)
-        return self.pick
 
 
 class MemoryChooser(FixedChooser):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from dataclasses import dataclass, field
 
 import torch
 
@@ -24,92 +23,18 @@ from ttlab.common.device import resolve_device, seed_everything
 from ttlab.common.duration import parse_duration
 from ttlab.common.logging import Logger, console, progress
 from ttlab.common.runs import make_run_dir
+from ttlab.drive.bc import cat, clone, collect
+from ttlab.drive.config import EnvConfig, TrainConfig
 from ttlab.drive.partners import build_population
-from ttlab.drive.policy import PolicyConfig, build_policy
+from ttlab.drive.policy import build_policy
 from ttlab.drive.policy_io import env_horizon, is_continuous, load_policy  # noqa: F401 (re-exported)
-from ttlab.drive.ppo import PPOConfig, annealed, ppo_update, schedule_progress
+from ttlab.drive.ppo import annealed, ppo_update, schedule_progress
 from ttlab.drive.rollout import CoPlayers, Rollout
-from ttlab.drive.sim.env import DriveEnv, EnvConfig
-
-
-@dataclass
-class TrainConfig:
-    """PPO training of a driving policy."""
-
-    env: EnvConfig = field(default_factory=EnvConfig)
-    """Simulator settings (goal_behavior=trial for multi-trial episodes)."""
-    scenarios: str = "procedural:n=64"
-    """Scene source: 'procedural[:n=..,seed=..,families=a+b,hidden_goal=1]', a cache dir, a JSON dir or file."""
-    policy: PolicyConfig = field(default_factory=PolicyConfig)
-    """Policy architecture."""
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    """PPO hyper-parameters."""
-    total_agent_steps: int = 20_000_000
-    """Training budget in agent-steps (agent slots x env steps)."""
-    rollout_steps: int = 64
-    """Env steps per rollout (T); a buffer row is one agent's T steps (+ the transformer's context prefix)."""
-    seed: int = 0
-    """Seed of torch, the env's scene draws and the policy."""
-    device: str = "auto"
-    """auto | cpu | cuda | cuda:N."""
-    run_name: str | None = None
-    """Run directory name under root/drive/ (default: a timestamp)."""
-    root: str = "runs"
-    """Root of run directories."""
-    resume: bool = False
-    """Continue the run in root/drive/run_name from its latest checkpoint."""
-    checkpoint_every: int = 50
-    """Updates between checkpoints."""
-    log_every: int = 1
-    """Updates between metric logs (the only host syncs of the loop)."""
-    keep_every: int = 0
-    """Also keep the checkpoint of every `keep_every`-th update as checkpoints/update_{N:06d} (0: only latest), e.g.
-    for choosing one on validation scenes after training."""
-    reward_collision_end: float | None = None
-    """Collision penalty schedule: env.reward_collision until `reward_schedule_start` of the run, then linear to
-    this value at its end (None = constant). A small penalty early lets the agent learn to reach goals; a larger
-    one late asks it to give way."""
-    reward_schedule_start: float = 0.0
-    """Share of the run (steps or wall time, as the lr schedule) after which the collision penalty moves."""
-    compile: bool = False
-    """torch.compile the training forward (CUDA only; ignored on CPU)."""
-    bf16: bool = True
-    """bf16 autocast for the PPO update on CUDA (CPU always runs fp32)."""
-    wandb: bool = False
-    """Mirror metrics to Weights & Biases."""
-    coplayers: tuple[str, ...] = ()
-    """Population play: checkpoint stems (…/checkpoints/latest) of frozen co-player policies. `env/*` metrics then
-    count the learner's agents only; the co-players' are logged apart as `env/coplayer/*`."""
-    coplayer_envs: float = 0.0
-    """Fraction of envs in which every controlled agent but the first is driven by a co-player."""
-    partners: tuple[str, ...] = ()
-    """Population play as the seed runs it (`drive.partners`): partners by scripted type name (e.g. never_yield,
-    yield) or checkpoint stem; in every env slot 0 is the learner and every other controlled slot is driven by one
-    partner drawn per episode (with `partner_weights`) and kept for its K trials. Exclusive with `coplayers`."""
-    partner_weights: tuple[float, ...] = ()
-    """Sampling weights of `partners` (empty = uniform)."""
-    show_progress: bool = True
-    """Show a progress bar (on a terminal)."""
-    time_limit: str = ""
-    """Stop after this much training wall time (e.g. 59m, 1.5h; empty: none), with a checkpoint, even if budget is
-    left. The behaviour-cloning warm start (bc_ticks) counts toward it."""
-    bc_ticks: int = 0
-    """Behaviour-cloning warm start (`drive.bc`, memoryless policies): before PPO, drive the env this many ticks
-    with the log-tracking expert and fit the policy (actions) and critic (returns) to it. 0 = none."""
-    bc_epochs: int = 4
-    """Epochs over the expert data in the warm start."""
-    bc_dagger: int = 0
-    """DAgger rounds after the first fit: the policy drives `bc_ticks` ticks, the expert labels the states it
-    visited, the aggregate is fitted again (`bc_epochs`). 0 = plain behaviour cloning."""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.time_limit, (int, float)):  # a config.json from before durations: minutes
-            self.time_limit = f"{self.time_limit:g}m" if self.time_limit > 0 else ""
+from ttlab.drive.scenarios.pool import load_pool
+from ttlab.drive.sim.env import DriveEnv
 
 
 def make_env(env_cfg: EnvConfig, scenarios: str, device: torch.device, seed: int) -> DriveEnv:
-    from ttlab.drive.scenarios.pool import load_pool
-
     fams = ("hidden_goal", "hidden_exit", "t_maze")  # procedural families (or flag) that give goal candidates
     if env_cfg.hidden_goal and scenarios.startswith("procedural") and not any(f in scenarios for f in fams):
         scenarios += (":" if ":" not in scenarios else ",") + "families=hidden_goal,hidden_goal=1"
@@ -148,7 +73,6 @@ def _save(run, policy, opt, cfg: TrainConfig, horizon: int, update: int, agent_s
 
 def _warm_start(cfg: TrainConfig, env, policy) -> dict[str, float]:
     """Behaviour-cloning warm start (`drive.bc`); returns its metrics under bc/ (expert rates, fit, time)."""
-    from ttlab.drive.bc import cat, clone, collect
 
     t0 = time.perf_counter()
     data = collect(env, cfg.bc_ticks, cfg.ppo.gamma)

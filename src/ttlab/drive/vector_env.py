@@ -57,15 +57,30 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.render import Recorder
 from ttlab.drive.scenarios.pool import load_pool
-from ttlab.drive.sim.env import PRESETS, DriveEnv, EnvConfig
+from ttlab.drive.sim.env import DriveEnv
 
 
 def _np(x: torch.Tensor) -> np.ndarray:
     """(E, A, ...) device tensor -> (E*A, ...) numpy array (a host copy off CPU; a view of a fresh tensor on CPU)."""
     return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:]).cpu().numpy()
 
+
+def debug() -> EnvConfig:
+    """Tiny: 2 envs x 8 agents, short episodes (tests)."""
+    return EnvConfig(num_envs=2, max_agents=8, episode_length=20, trial_length=20)
+
+
+def trial_k2() -> EnvConfig:
+    """Two-trial episodes with removal on collision and offroad."""
+    return EnvConfig(goal_behavior="trial", k_trials=2, trial_length=91, collision_behavior="remove",
+                     offroad_behavior="remove")
+
+
+ENV_PRESETS = {"debug": debug, "default": EnvConfig, "trial_k2": trial_k2}
+"""Simulator settings `DriveVectorEnv.make` knows by name."""
 
 class DriveVectorEnv(VectorEnv):
     """A gymnasium vector env with one lane per agent slot of a `DriveEnv` (see the module docstring)."""
@@ -97,13 +112,13 @@ class DriveVectorEnv(VectorEnv):
     def make(cls, config: EnvConfig | str = "default", scenarios: str = "procedural:n=64", *,
              device: str | torch.device = "cpu", seed: int = 0, final_obs: bool = True,
              render_mode: str | None = None, **overrides: Any) -> DriveVectorEnv:
-        """Build the simulator and wrap it: `config` an EnvConfig or a preset name (`sim.env.PRESETS`),
+        """Build the simulator and wrap it: `config` an EnvConfig or a preset name (`ENV_PRESETS`),
         `scenarios` any scenario source (a JSON file or folder, a converted cache, 'procedural:...'),
         `overrides` EnvConfig fields (e.g. num_envs=8, max_agents=16)."""
         if isinstance(config, str):
-            if config not in PRESETS:
-                raise ValueError(f"DriveVectorEnv.make: unknown preset {config!r}; presets: {', '.join(PRESETS)}")
-            config = PRESETS[config]()
+            if config not in ENV_PRESETS:
+                raise ValueError(f"DriveVectorEnv.make: unknown preset {config!r}; presets: {', '.join(ENV_PRESETS)}")
+            config = ENV_PRESETS[config]()
         for k, v in overrides.items():
             if not hasattr(config, k):
                 raise ValueError(f"DriveVectorEnv.make: EnvConfig has no field {k!r}")

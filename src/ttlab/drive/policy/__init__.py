@@ -16,10 +16,9 @@ plus `initial_state(n, device)`, `context_len` (buffer prefix the rollout carrie
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch import nn
 
+from ttlab.drive.config import PolicyConfig
 from ttlab.drive.policy.encoders import ObsEncoder, ObsLayout
 from ttlab.drive.policy.intent import IntentPolicy
 from ttlab.drive.policy.lstm import LSTMPolicy
@@ -28,33 +27,6 @@ from ttlab.drive.policy.transformer import KVCache, TransformerPolicy
 
 CORES = ("mlp", "lstm", "transformer")
 
-
-@dataclass
-class PolicyConfig:
-    """Policy architecture."""
-
-    core: str = "mlp"
-    """mlp (memoryless), lstm, or transformer (KV cache)."""
-    embed: int = 64
-    """Width of each encoder (ego, partner, road) before pooling."""
-    hidden: int = 128
-    """Width of the core (d_model for the transformer)."""
-    n_layers: int = 2
-    """Transformer layers."""
-    n_heads: int = 4
-    """Transformer attention heads."""
-    horizon: int = 0
-    """Transformer context in steps; 0 = K x trial_length of the env (one whole episode)."""
-    task_classes: int = 0
-    """Task-inference head (`policy.task_head`): classes it predicts from the core's hidden state (M, the candidate
-    exits, for the hidden-exit benchmark); trained by `PPOConfig.aux_task_coef`, never a policy input. 0 = none."""
-    partner_encoder: str = "linear"
-    """Per-partner encoder before the max-pool: "linear" (PufferDrive's Linear -> LayerNorm -> Linear) or "mlp"
-    (nonlinear, and sees the ego's speed) or "kinematic" ("mlp" plus each partner's relative velocity and
-    constant-velocity closest approach): `policy.encoders`."""
-    intent_floor: float = 0.0
-    """Exit intent (`EnvConfig.exit_intent`): every candidate keeps at least this / M probability at a trial's first
-    tick (`policy.intent.joint_logits`). 0 = the plain softmax."""
 
 
 def build_policy(cfg: PolicyConfig, layout, num_actions: int, continuous: bool = False,
@@ -87,5 +59,5 @@ def _build_core(cfg: PolicyConfig, layout: ObsLayout, num_actions: int, continuo
     raise ValueError(f"--policy.core {cfg.core!r}: expected one of {', '.join(CORES)}")
 
 
-__all__ = ["CORES", "IntentPolicy", "KVCache", "LSTMPolicy", "MLPPolicy", "ObsEncoder", "ObsLayout", "PolicyConfig",
+__all__ = ["CORES", "IntentPolicy", "KVCache", "LSTMPolicy", "MLPPolicy", "ObsEncoder", "ObsLayout",
            "TransformerPolicy", "build_policy"]

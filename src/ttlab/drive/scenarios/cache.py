@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ttlab.drive.scenarios.types import Scenario
+from ttlab.drive.scenarios.waymo_json import ScenarioFormatError, load_scenario
 
 INDEX = "index.json"
 FORMAT = "ttlab-drive-scenarios"
@@ -122,10 +124,6 @@ def _convert_shard(files: list[str], out: str, tolerance: float, strict: bool = 
     """Worker: load a list of JSON files, write the good ones to `out`.
 
     Returns (shard, entries, bad, repaired): repaired lists (file, repair notes) of files read leniently."""
-    import warnings
-
-    from ttlab.drive.scenarios.waymo_json import ScenarioFormatError, load_scenario
-
     good, srcs, bad, repaired = [], [], [], []
     for f in files:
         try:

@@ -13,6 +13,8 @@ import tyro
 
 from ttlab.common.config import parse_config
 from ttlab.common.errors import UserError
+from ttlab.common.logging import progress
+from ttlab.drive.scenarios.cache import convert
 
 
 @dataclass
@@ -41,9 +43,6 @@ def presets() -> dict:
 
 
 def main(argv: list[str]) -> int:
-    from ttlab.common.logging import progress
-    from ttlab.drive.scenarios.cache import convert
-
     cfg = parse_config(ConvertConfig, presets(), argv, prog="ttlab drive convert")
     if cfg.workers < 1 or cfg.shard_size < 1:
         raise UserError("--workers and --shard-size must be >= 1")

@@ -34,13 +34,6 @@ def interp_at(poly: np.ndarray, s: np.ndarray | float) -> np.ndarray:
     return np.stack([np.interp(s, cs, poly[:, 0]), np.interp(s, cs, poly[:, 1])], -1)
 
 
-def heading_at(poly: np.ndarray, s: np.ndarray | float, eps: float = 0.5) -> np.ndarray:
-    """Tangent heading (rad) at arc positions `s`."""
-    a, b = interp_at(poly, np.asarray(s) - eps), interp_at(poly, np.asarray(s) + eps)
-    d = b - a
-    return np.arctan2(d[..., 1], d[..., 0])
-
-
 def bezier(p0, p1, p2, p3, n: int = 24) -> np.ndarray:
     """Cubic Bézier through control points p0..p3, n+1 samples. -> (n+1, 2)."""
     t = np.linspace(0.0, 1.0, n + 1)[:, None]

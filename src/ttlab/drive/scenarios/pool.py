@@ -16,7 +16,12 @@ import numpy as np
 import torch
 
 from ttlab.common.data import expand_shared
+from ttlab.drive.scenarios.cache import INDEX, load_cache
+from ttlab.drive.scenarios.crossing import crossing_scenes
+from ttlab.drive.scenarios.procedural import generate_pool_scenarios
+from ttlab.drive.scenarios.select import EgoSelection, select
 from ttlab.drive.scenarios.types import Scenario, ScenarioPool
+from ttlab.drive.scenarios.waymo_json import load_scenario
 
 
 @dataclass
@@ -56,8 +61,6 @@ class ProceduralSpec:
         return spec
 
     def scenes(self) -> list[Scenario]:
-        from ttlab.drive.scenarios.procedural import generate_pool_scenarios
-
         return generate_pool_scenarios(self.n, self.seed, self.families, self.agents,
                                        hidden_goal=self.hidden_goal, styles=self.styles,
                                        num_candidates=self.exits or None)
@@ -178,31 +181,23 @@ def load_scenarios(source: str | Path | ProceduralSpec) -> list[Scenario]:
     if isinstance(source, str) and ";" in source:
         return [sc for part in source.split(";") if part.strip() for sc in load_scenarios(part.strip())]
     if isinstance(source, str) and "?" in source and not source.startswith("procedural"):
-        from ttlab.drive.scenarios.select import EgoSelection, select
-
         path, _, query = source.partition("?")
         return select(load_scenarios(path), EgoSelection.parse(query, source))
     if isinstance(source, str) and source.split(":", 1)[0] == "procedural":
         return ProceduralSpec.parse(source).scenes()
     if isinstance(source, str) and source.split(":", 1)[0] == "crossing":  # the partner-adaptation family
-        from ttlab.drive.scenarios.crossing import crossing_scenes
 
         return crossing_scenes(source)
     path = Path(expand_shared(str(source)))
     if path.is_dir():
-        from ttlab.drive.scenarios.cache import INDEX, load_cache
-
         if (path / INDEX).is_file():
             return load_cache(path)
-        from ttlab.drive.scenarios.waymo_json import load_scenario
 
         files = sorted(path.glob("*.json"))
         if not files:
             raise FileNotFoundError(f"{path}: no *.json scenes and no {INDEX} (not a scenario directory or cache)")
         return [load_scenario(f) for f in files]
     if path.is_file():
-        from ttlab.drive.scenarios.waymo_json import load_scenario
-
         return [load_scenario(path)]
     raise FileNotFoundError(f"scenario source not found: {source} (a directory, a .json file or 'procedural:...')")
 

@@ -28,242 +28,37 @@ from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass, field
-from typing import Literal, get_args
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
+from ttlab.drive.config import EnvConfig
 from ttlab.drive.scenarios.types import ScenarioPool
 from ttlab.drive.sim import native, rng
 from ttlab.drive.sim.contact import contacts
 from ttlab.drive.sim.dynamics import (
     NUM_DISCRETE,
-    DynamicsLimits,
     action_tables,
     bicycle_step,
     decode_actions,
     jerk_step,
 )
+from ttlab.drive.sim.events import leave_play, report_step
 from ttlab.drive.sim.grid import build_grid
 from ttlab.drive.sim.metrics import EpisodeMetrics
-from ttlab.drive.sim.observe import (
-    POS_SCALE,
-    ObsLayout,
-    make_layout,
-    observe,
-)
+from ttlab.drive.sim.observe import POS_SCALE, ObsInputs, ObsLayout, ObsSettings, make_layout, observe
 from ttlab.drive.sim.reward import (
     candidate_reached,
     conflict,
     draw_weights,
     goal_reached,
+    nearest_candidate_progress,
     progress_to_goal,
     step_reward,
 )
 from ttlab.drive.sim.state import EXPERT, POLICY, PoolView, SimState
 from ttlab.drive.trials import TrialMetrics, trial_end_flags
-
-EventBehaviour = Literal["ignore", "stop", "remove"]
-GoalBehaviour = Literal["respawn", "new_goal", "stop", "trial"]
-EVENT_BEHAVIOURS: tuple[str, ...] = get_args(EventBehaviour)
-GOAL_BEHAVIOURS: tuple[str, ...] = get_args(GoalBehaviour)
-
-
-@dataclass
-class EnvConfig:
-    """Simulator settings."""
-
-    num_envs: int = 16
-    """E: parallel envs (scenes)."""
-    max_agents: int = 64
-    """A: agent slots per env (the first A agents of each scene)."""
-    dynamics: Literal["classic", "jerk"] = "classic"
-    """classic (kinematic bicycle) | jerk (jerk-limited bicycle)."""
-    action: Literal["discrete", "continuous"] = "discrete"
-    """discrete (91 = 7 longitudinal x 13 steering) | continuous (2 in [-1, 1])."""
-    goal_behavior: GoalBehaviour = "respawn"
-    """respawn | new_goal | stop | trial."""
-    k_trials: int = 2
-    """Trial mode: trials per episode (K)."""
-    trial_length: int = 91
-    """Trial mode: ticks per trial before a timeout ends it."""
-    episode_length: int = 91
-    """Non-trial modes: ticks per episode."""
-    init_steps: int = 0
-    """Log step the episode starts from (log-replay agents play from here)."""
-    goal_radius: float = 2.0
-    """A goal is reached within this many metres ..."""
-    goal_speed: float = 100.0
-    """... at a speed of at most this (m/s)."""
-    new_goal_distance: float = 20.0
-    """new_goal: the next goal is this many metres further along the route."""
-    collision_behavior: EventBehaviour = "ignore"
-    """ignore | stop | remove, on a vehicle-vehicle collision."""
-    offroad_behavior: EventBehaviour = "ignore"
-    """ignore | stop | remove, on touching a road edge."""
-    reward_goal: float = 1.0
-    """Reward for reaching the goal."""
-    reward_collision: float = -0.5
-    """Reward per tick in collision."""
-    reward_offroad: float = -0.5
-    """Reward per tick offroad."""
-    reward_conflict: float = 0.0
-    """Reward per tick on a collision course (`reward.conflict`: another vehicle's constant-velocity closest
-    approach within `conflict_radius` m in the next `conflict_horizon` s), for each ego in play. A dense signal
-    for what a collision penalty rewards only when it is too late: giving way. 0 = off. Read from the tick's new
-    positions and speeds, before this tick's goal / collision removals take effect, so a vehicle leaving on this
-    tick still counts as a partner for it (one tick of signal; by design simple, not a collision model)."""
-    conflict_horizon: float = 2.0
-    """Seconds ahead a collision course is looked for."""
-    conflict_radius: float = 3.0
-    """Centre-to-centre metres that count as a collision course (cars in adjacent lanes pass 3.4-3.9 m apart)."""
-    reward_progress: float = 0.0
-    """Potential-based shaping: this times the metres the ego got closer to its `progress_target` this tick
-    (Ng et al. 1999: a potential difference, so it leaves the optimal policy unchanged for gamma -> 1). 0 = off."""
-    progress_target: Literal["goal", "nearest_exit", "intent"] = "goal"
-    """goal (the ego's goal; refused with hidden_goal, it would give the hidden goal away) | nearest_exit (the
-    nearest hidden-goal candidate: the same in every world that differs only in the true exit) | intent (the
-    candidate the ego picked with `exit_intent`: its own choice, the same in every such world)."""
-    reward_conditioning: bool = False
-    """Draw per-agent (goal, collision, offroad) weights per episode in [rc_lb, rc_ub]; show them in obs."""
-    rc_lb: tuple[float, float, float] = (0.5, -1.0, -1.0)
-    """Lower bounds of the conditioned weights (goal, collision, offroad)."""
-    rc_ub: tuple[float, float, float] = (1.5, 0.0, 0.0)
-    """Upper bounds of the conditioned weights."""
-    control_mode: Literal["all", "ego_only", "replay"] = "all"
-    """all (every non-expert moving vehicle) | ego_only (first such vehicle; the rest replay logs) | replay (none)."""
-    hidden_goal: bool = False
-    """Hidden-goal mode: the true goal is one of the scene's goal_candidates, drawn per episode."""
-    exit_feedback: bool = True
-    """Hidden-goal trial mode: reaching any candidate exit ends the ego's attempt with a report step: the ego leaves
-    the map for the others at once, gets one more observation (its action there does nothing) whose ego features
-    carry the last reward and an exit flag (+1 true / -1 wrong), and is removed after it (`report_steps`
-    observations). So the outcome lands in tokens the ego's memory keeps. An exit counts only with
-    `report_steps` ticks of the trial left to report it. False: a
-    wrong exit removes the ego at once and nothing tells it apart from the true one (no policy can adapt)."""
-    report_steps: int = 1
-    """Exit feedback: report steps (the ego waits at the exit, flag shown, for this many observations)."""
-    exit_intent: bool = False
-    """Hidden-goal trial mode, discrete actions: the action also names the candidate exit the ego heads for
-    (D * M actions, a = candidate * D + driving action; see `policy.intent`). It is read at the first tick of
-    each trial only (the observation's "intent open" flag is 1 there) and held for the trial; the ego's goal
-    features then show the picked candidate (they are 0 otherwise in hidden-goal mode). The agent's own choice,
-    never the true exit: the route becomes one sampled action instead of a steering habit."""
-    partner_style: bool = False
-    """Replay partners from one of the pool's style logs, drawn per episode (kept across trials)."""
-    partner_radius: float = 50.0
-    """Partners within this radius (m) are observed."""
-    road_radius: float = 50.0
-    """Road segments within this radius (m) are observed."""
-    partner_slots: int = 63
-    """Partner slots in the observation."""
-    partner_controls: bool = False
-    """Each observed partner also shows its last applied command (accel, steer over their bounds): what brake
-    lights and a turn signal tell a human driver, which one frame of positions and speeds does not. 0 for a
-    partner replaying its log."""
-    scene_order: Literal["random", "cycle"] = "random"
-    """Which pool scene an env's next episode plays: random (drawn with replacement, a pure function of seed, env and
-    episode; training's default) | cycle (env e's k-th episode plays scene (e + k * num_envs) mod pool size, so
-    num_envs x k episodes cover a pool of that size exactly once: an evaluation over a fixed scene set)."""
-    priority: bool = False
-    """Right-of-way token: every vehicle draws a number in [0, 1) per episode (a pure function of seed, env,
-    episode and slot), shown in its own ego features and in every partner row that shows it, so that two copies of
-    one policy meeting in mirror-image situations have something to break the tie with (a V2V-style convention
-    the policy may learn, e.g. the lower token yields)."""
-    road_slots: int = 200
-    """Road-segment slots in the observation (and candidates per grid cell)."""
-    grid_cell: float = 5.0
-    """Grid cell size (m) of the precomputed road candidate lists."""
-    edge_slots: int = 16
-    """Road-edge candidates per grid cell for offroad tests."""
-    collision_candidates: int = 8
-    """Nearest others tested for collision (SAT) per agent."""
-    box_scale: float = 0.7
-    """Collision and offroad tests use every vehicle's box with length and width scaled by this, as GPUDrive
-    (`consts::vehicleLengthScale`) and PufferDrive (`should_control_agent`) do: logged boxes of real scenes touch
-    each other and the kerb where the real vehicles did not (a dataset artefact, in GPUDrive's words). Observations
-    show the true size. 1.0 = full boxes (what this simulator used before it matched upstream)."""
-    min_goal_distance: float = 2.0
-    """A vehicle is controllable only if it starts at least this far (m) from its goal (PufferDrive's
-    MIN_DISTANCE_TO_GOAL); a closer one replays its log."""
-    limits: DynamicsLimits = field(default_factory=DynamicsLimits)
-    """Dynamics bounds."""
-    backend: Literal["auto", "native", "torch"] = "auto"
-    """Observations and contact tests: native (C kernels, CPU only; built on first use with the system compiler) |
-    torch (the reference, any device) | auto (native on CPU when it builds, torch otherwise)."""
-    reuse_obs: bool = False
-    """step/reset write into one persistent obs tensor that the next step overwrites (PufferLib-style; saves
-    faulting in a fresh E x A x obs_dim buffer every step). Copy what you keep; the trainer does."""
-    compile: bool = False
-    """torch.compile the torch observation builder and contact tests (first steps pay the compile)."""
-
-    def validate(self) -> None:
-        def check(name: str, value: str, allowed: tuple[str, ...]) -> None:
-            if value not in allowed:
-                raise ValueError(f"EnvConfig.{name}={value!r}: expected one of {allowed}")
-
-        check("dynamics", self.dynamics, ("classic", "jerk"))
-        check("scene_order", self.scene_order, ("random", "cycle"))
-        check("action", self.action, ("discrete", "continuous"))
-        check("goal_behavior", self.goal_behavior, GOAL_BEHAVIOURS)
-        check("collision_behavior", self.collision_behavior, EVENT_BEHAVIOURS)
-        check("offroad_behavior", self.offroad_behavior, EVENT_BEHAVIOURS)
-        check("control_mode", self.control_mode, ("all", "ego_only", "replay"))
-        if not 0.0 < self.box_scale <= 1.0:
-            raise ValueError(f"EnvConfig.box_scale={self.box_scale}: expected a value in (0, 1]")
-        check("backend", self.backend, ("auto", "native", "torch"))
-        check("progress_target", self.progress_target, ("goal", "nearest_exit", "intent"))
-        if self.exit_intent and not (self.hidden_goal and self.goal_behavior == "trial" and self.action == "discrete"):
-            raise ValueError("EnvConfig.exit_intent needs hidden_goal=True, goal_behavior='trial' and discrete "
-                             f"actions (got hidden_goal={self.hidden_goal}, goal_behavior={self.goal_behavior!r}, "
-                             f"action={self.action!r})")
-        if self.progress_target == "intent" and not self.exit_intent:
-            raise ValueError("EnvConfig.progress_target='intent' needs exit_intent=True")
-        if self.hidden_goal and self.reward_progress and self.progress_target == "goal":
-            raise ValueError("EnvConfig.reward_progress with progress_target='goal' is refused with hidden_goal=True: "
-                             "shaping toward the true goal would reveal it (use progress_target='nearest_exit')")
-        if self.progress_target == "nearest_exit" and not self.hidden_goal:
-            raise ValueError("EnvConfig.progress_target='nearest_exit' needs hidden_goal=True (candidate exits)")
-        for name in ("num_envs", "max_agents", "k_trials", "trial_length", "episode_length", "report_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"EnvConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("conflict_horizon", "conflict_radius"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"EnvConfig.{name} must be > 0, got {getattr(self, name)}")
-
-
-def debug() -> EnvConfig:
-    """Tiny: 2 envs x 8 agents, short episodes (tests)."""
-    return EnvConfig(num_envs=2, max_agents=8, episode_length=20, trial_length=20)
-
-
-def default() -> EnvConfig:
-    return EnvConfig()
-
-
-def trial_k2() -> EnvConfig:
-    """Two-trial episodes with removal on collision and offroad."""
-    return EnvConfig(goal_behavior="trial", k_trials=2, trial_length=91, collision_behavior="remove",
-                     offroad_behavior="remove")
-
-
-def trial_k4() -> EnvConfig:
-    return EnvConfig(goal_behavior="trial", k_trials=4, trial_length=91, collision_behavior="remove",
-                     offroad_behavior="remove")
-
-
-def hidden_goal_k4() -> EnvConfig:
-    return EnvConfig(goal_behavior="trial", k_trials=4, trial_length=91, hidden_goal=True,
-                     collision_behavior="remove", offroad_behavior="remove")
-
-
-def human_replay() -> EnvConfig:
-    """Ego-only control among replayed human logs (evaluation)."""
-    return EnvConfig(control_mode="ego_only", goal_behavior="stop", collision_behavior="stop")
-
-
-PRESETS = {"debug": debug, "default": default, "trial_k2": trial_k2, "trial_k4": trial_k4,
-           "hidden_goal_k4": hidden_goal_k4, "human_replay": human_replay}
 
 
 @dataclass
@@ -275,6 +70,51 @@ class StepResult:
     removed: torch.Tensor  # (E, A) bool
     trial_ended: torch.Tensor  # (E, A) bool
     controlled: torch.Tensor  # (E, A) bool
+
+
+class Who(NamedTuple):
+    """Which slots act this tick, (E, A) bool each."""
+
+    ego: torch.Tensor  # policy-controlled
+    reporting: torch.Tensor  # in an exit report step: off the map, its action does nothing
+    in_play: torch.Tensor  # moves by its action and can have events
+    out_before: torch.Tensor  # out of play during this tick (StepResult.removed)
+
+
+class Motion(NamedTuple):
+    """Every slot after the tick's motion, (E, A) each: egos in play driven, log-replay agents at their logged pose."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    heading: torch.Tensor
+    speed: torch.Tensor
+    accel: torch.Tensor
+    steer: torch.Tensor
+    visible: torch.Tensor  # bool: on the map for the others (collisions, conflicts)
+    log_valid: torch.Tensor  # bool: the replay log is valid at the new log time
+
+
+class Events(NamedTuple):
+    """The tick's outcome before any restart, (E, A) each."""
+
+    state: SimState  # after the tick
+    reward: torch.Tensor  # float32
+    reached: torch.Tensor  # bool: the true goal, in play
+    wrong: torch.Tensor  # bool: a wrong candidate exit, in play (hidden-goal mode)
+    collided: torch.Tensor  # bool: collision event, in play
+    offroad: torch.Tensor  # bool: offroad event, in play
+    out_now: torch.Tensor  # bool: left play this tick (removed or stopped)
+
+
+class Ends(NamedTuple):
+    """Which envs close a trial or an episode this tick ((E,) bool), and the per-ego signals ((E, A) bool)."""
+
+    seg_end: torch.Tensor  # a trial (trial mode) or the episode ends
+    trial_end_only: torch.Tensor  # a trial ends and another follows
+    ep_end: torch.Tensor  # the episode ends
+    terminals: torch.Tensor
+    truncations: torch.Tensor
+    trial_ended: torch.Tensor
 
 
 def pool_to(pool: ScenarioPool, device: torch.device) -> ScenarioPool:
@@ -315,10 +155,11 @@ class DriveEnv:
         self.k = cfg.k_trials if self.trial_mode else 1
         self.backend = self._pick_backend()
         self._obs_buf = torch.empty(E, A, self.obs_dim, device=self.device) if cfg.reuse_obs else None
-        self._obs_fn = functools.partial(
-            native.observe if self.backend == "native" else observe, partner_slots=cfg.partner_slots, partner_radius=cfg.partner_radius, road_slots=cfg.road_slots,
+        obs_settings = ObsSettings(
+            partner_slots=cfg.partner_slots, partner_radius=cfg.partner_radius, road_slots=cfg.road_slots,
             road_radius=cfg.road_radius, max_accel=cfg.limits.max_accel, max_steer=cfg.limits.max_steer,
             hide_goal=cfg.hidden_goal and not cfg.exit_intent, partner_controls=cfg.partner_controls)
+        self._obs_fn = functools.partial(native.observe if self.backend == "native" else observe, cfg=obs_settings)
         self._contact_fn = functools.partial(native.contacts if self.backend == "native" else contacts,
                                              candidates=cfg.collision_candidates)
         if cfg.compile and self.backend == "torch":
@@ -452,148 +293,161 @@ class DriveEnv:
     def _observe(self, st: SimState, log_valid: torch.Tensor | None = None) -> torch.Tensor:
         cand = self.view.candidates[self.scene] if self.cfg.hidden_goal else None  # (E, A, M, 2)
         kw = {"out": self._obs_buf} if self.backend == "native" and self._obs_buf is not None else {}
-        goal_x, goal_y = st.goal_x, st.goal_y
+        goal_x, goal_y, intent_open = st.goal_x, st.goal_y, None
         if self.cfg.exit_intent:  # the goal shown is the picked candidate; none (the ego itself) while the pick is open
             open_ = (self.trial_step == 0).view(-1, 1).expand_as(st.x)  # (E, A)
-            picked = torch.gather(cand, 2, self.intent.view(*self.intent.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
+            picked = self._picked(cand)  # (E, A, 2)
             goal_x = torch.where(open_, st.x, picked[..., 0])
             goal_y = torch.where(open_, st.y, picked[..., 1])
-            kw["intent_open"] = open_.float()
-        obs = self._obs_fn(self.grid, self.scene, st.x, st.y, st.heading, st.speed, st.length, st.width,
-                            goal_x, goal_y, st.collided, st.offroad, st.accel, st.steer,
-                            self._visible(st, log_valid), self.weights if self.cfg.reward_conditioning else None,
-                            cand, feedback=torch.stack([st.last_reward, st.exit_flag], -1) if self.feedback else None,
-                            priority=self.priority, **kw)  # (E, A, obs_dim)
+            intent_open = open_.float()
+        inp = ObsInputs(
+            x=st.x, y=st.y, heading=st.heading, speed=st.speed, length=st.length, width=st.width, goal_x=goal_x,
+            goal_y=goal_y, collided=st.collided, offroad=st.offroad, accel=st.accel, steer=st.steer,
+            visible=self._visible(st, log_valid), rc_weights=self.weights if self.cfg.reward_conditioning else None,
+            candidates=cand, feedback=torch.stack([st.last_reward, st.exit_flag], -1) if self.feedback else None,
+            intent_open=intent_open, priority=self.priority)
+        obs = self._obs_fn(self.grid, self.scene, inp, **kw)  # (E, A, obs_dim)
         if self._obs_buf is None or obs is self._obs_buf:
             return obs
         return self._obs_buf.copy_(obs)
 
-    # ---- the step ----
+    # ---- the step: act, integrate, contact, events, trial clock, restart, observe ----
     def step(self, actions: torch.Tensor) -> StepResult:
-        cfg, lim, st = self.cfg, self.cfg.limits, self.state
-        dt = float(self.pool.dt)
+        """One tick of every env; actions (E, A) long or (E, A, 2) float. No host sync off CPU."""
+        st = self.state
+        who = self._who(st)
+        lon, lat = self._act(actions)
+        mv = self._integrate(st, who, lon, lat)
+        collided, offroad = self._contact_fn(self.grid, self.scene, mv.x, mv.y, mv.heading,
+                                             st.length * self.cfg.box_scale, st.width * self.cfg.box_scale, mv.visible)
+        ev = self._events(st, who, mv, collided, offroad)
+        ends = self._trial_clock(who, ev)
+        if self.keep_final_obs and (self._branch_free or bool(ends.seg_end.any())):  # before the restarts below
+            self.final_obs = self._observe(ev.state, mv.log_valid).clone()  # (E, A, obs_dim)
+        self.state = self._restart(ev, ends)
+        obs = self._observe(self.state, self._log_valid())  # of the post-restart state
+        return StepResult(obs=obs, reward=ev.reward, terminals=ends.terminals, truncations=ends.truncations,
+                          removed=who.out_before, trial_ended=ends.trial_ended, controlled=self.state.role == POLICY)
+
+    def _who(self, st: SimState) -> Who:
+        """Which egos act this tick."""
         ego = st.role == POLICY  # (E, A) egos of this step
         reporting = ego & (st.exit_flag != 0) & ~st.removed  # report step: off the map, action does nothing
         in_play = ego & ~st.removed & ~st.stopped & ~reporting
-        out_before = ego & ~in_play & ~reporting  # the learner's view: a reporting ego still acts
+        return Who(ego, reporting, in_play, ego & ~in_play & ~reporting)  # the learner's view: a reporter acts
 
-        # 1. policy agents move (with exit intent the action also picks the candidate, at a trial's first tick)
+    def _act(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Actions -> (longitudinal, lateral) commands (E, A); with exit intent the action also picks the
+        candidate exit, read at a trial's first tick."""
         actions = actions.to(self.device)
-        if cfg.exit_intent:
+        if self.cfg.exit_intent:
             open_ = (self.trial_step == 0).view(-1, 1)  # (E, 1)
             pick = torch.div(actions, NUM_DISCRETE, rounding_mode="floor").clamp(0, self.num_actions // NUM_DISCRETE - 1)
             self.intent = torch.where(open_, pick, self.intent)  # (E, A)
             actions = actions % NUM_DISCRETE
-        lon, lat = decode_actions(actions, self.tables, lim, cfg.dynamics)
+        return decode_actions(actions, self.tables, self.cfg.limits, self.cfg.dynamics)
+
+    def _integrate(self, st: SimState, who: Who, lon: torch.Tensor, lat: torch.Tensor) -> Motion:
+        """One tick: egos in play move by the dynamics, the clocks advance, log-replay agents take their logged
+        pose at the new log time, everyone else holds still."""
+        cfg, lim, dt = self.cfg, self.cfg.limits, float(self.pool.dt)
         if cfg.dynamics == "classic":
             nx, ny, nh, nv = bicycle_step(st.x, st.y, st.heading, st.speed, lon, lat, st.length, dt, lim.max_speed)
             na, ns = lon, lat
         else:
             nx, ny, nh, nv, na, ns = jerk_step(st.x, st.y, st.heading, st.speed, st.accel, st.steer, lon, lat,
                                                st.length, dt, lim)
-        # 2. clocks; 3. log replay
         self.t = self.t + 1
         self.ep_step = self.ep_step + 1
         self.trial_step = self.trial_step + 1
-        log, log_valid = self.view.log_at(self.view.replay_log, self.scene, self.style, self.t)  # (E, A, 4)
-        expert = st.role == EXPERT
-        x = torch.where(in_play, nx, torch.where(expert, log[..., 0], st.x))
-        y = torch.where(in_play, ny, torch.where(expert, log[..., 1], st.y))
-        heading = torch.where(in_play, nh, torch.where(expert, log[..., 2], st.heading))
-        speed = torch.where(in_play, nv, torch.where(expert, log[..., 3], st.speed))
-        accel = torch.where(in_play, na, st.accel)
-        steer = torch.where(in_play, ns, st.steer)
-        vis = (st.role != 0) & ~st.removed & ~reporting & (~expert | log_valid)
+        log, log_valid = self.view.log_at(self.view.replay_log, self.scene, self.style, self.t)  # (E, A, 4), (E, A)
+        expert, move = st.role == EXPERT, who.in_play
 
-        # 4. collisions among the few nearest others, offroad against nearby road edges
-        collided, offroad = self._contact_fn(self.grid, self.scene, x, y, heading, st.length * cfg.box_scale,
-                                             st.width * cfg.box_scale, vis)
+        def pick(new: torch.Tensor, logged: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+            return torch.where(move, new, torch.where(expert, logged, old))
 
-        # 5. goals and rewards (only for egos in play this step)
+        return Motion(x=pick(nx, log[..., 0], st.x), y=pick(ny, log[..., 1], st.y),
+                      heading=pick(nh, log[..., 2], st.heading), speed=pick(nv, log[..., 3], st.speed),
+                      accel=torch.where(move, na, st.accel), steer=torch.where(move, ns, st.steer),
+                      visible=(st.role != 0) & ~st.removed & ~who.reporting & (~expert | log_valid),
+                      log_valid=log_valid)
+
+    def _events(self, st: SimState, who: Who, mv: Motion, collided: torch.Tensor, offroad: torch.Tensor) -> Events:
+        """Goals, rewards and what each event does (only egos in play have events): the state after the tick,
+        before any trial or episode restart."""
+        cfg, in_play = self.cfg, who.in_play
+        cand = self.view.candidates[self.scene] if cfg.hidden_goal else None  # (E, A, M, 2)
         if cfg.hidden_goal:
-            cand = self.view.candidates[self.scene]  # (E, A, M, 2)
-            hits = candidate_reached(x, y, speed, cand, cfg.goal_radius, cfg.goal_speed)  # (E, A, M)
+            hits = candidate_reached(mv.x, mv.y, mv.speed, cand, cfg.goal_radius, cfg.goal_speed)  # (E, A, M)
             if self.feedback:  # an exit counts only with a tick of the trial left for its report step
                 hits = hits & (self.trial_step <= cfg.trial_length - cfg.report_steps).view(-1, 1, 1)
             true_hit = torch.gather(hits, 2, self.true_goal.unsqueeze(-1)).squeeze(-1)
             wrong = hits.any(-1) & ~true_hit & in_play
         else:
-            true_hit = goal_reached(x, y, speed, st.goal_x, st.goal_y, cfg.goal_radius, cfg.goal_speed)
+            true_hit = goal_reached(mv.x, mv.y, mv.speed, st.goal_x, st.goal_y, cfg.goal_radius, cfg.goal_speed)
             wrong = torch.zeros_like(in_play)
-        reached = true_hit & in_play
-        coll_ev = collided & in_play
-        off_ev = offroad & in_play
+        reached, coll_ev, off_ev = true_hit & in_play, collided & in_play, offroad & in_play
         self.last_events = {"goal": reached, "collision": coll_ev, "offroad": off_ev}  # (E, A) each, before resets
         reward = step_reward(self.weights, reached, coll_ev, off_ev) * in_play  # (E, A)
         if cfg.reward_progress:
-            if cfg.progress_target == "nearest_exit":  # potential: -(distance to the nearest candidate exit)
-                d0 = torch.hypot(cand[..., 0] - st.x.unsqueeze(-1), cand[..., 1] - st.y.unsqueeze(-1)).amin(-1)
-                d1 = torch.hypot(cand[..., 0] - x.unsqueeze(-1), cand[..., 1] - y.unsqueeze(-1)).amin(-1)
-                gain = d0 - d1  # (E, A)
-            elif cfg.progress_target == "intent":  # potential: -(distance to the candidate the ego picked)
-                pk = torch.gather(cand, 2, self.intent.view(*self.intent.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
-                gain = torch.hypot(pk[..., 0] - st.x, pk[..., 1] - st.y) - torch.hypot(pk[..., 0] - x, pk[..., 1] - y)
-            else:
-                gain = progress_to_goal(st.x, st.y, x, y, st.goal_x, st.goal_y)
-            reward = reward + cfg.reward_progress * gain * in_play
+            reward = reward + cfg.reward_progress * self._progress(st, mv, cand) * in_play
         if cfg.reward_conflict:
-            danger = conflict(x, y, heading, speed, vis, cfg.conflict_horizon, cfg.conflict_radius)  # (E, A)
+            danger = conflict(mv.x, mv.y, mv.heading, mv.speed, mv.visible, cfg.conflict_horizon,
+                              cfg.conflict_radius)  # (E, A)
             reward = reward + cfg.reward_conflict * (danger & in_play)
 
-        # 6. per-event behaviours (with exit feedback an exit starts the report step, which ends in removal)
-        remove_now = (reporting & (st.report_left <= 1)) if self.feedback else wrong.clone()
-        stop_now = torch.zeros_like(in_play)
-        for ev, how in ((coll_ev, cfg.collision_behavior), (off_ev, cfg.offroad_behavior)):
-            if how == "remove":
-                remove_now = remove_now | ev
-            elif how == "stop":
-                stop_now = stop_now | ev
-        gb = cfg.goal_behavior
-        if gb == "trial" and not self.feedback:
-            remove_now = remove_now | reached
-        elif gb == "stop":
-            stop_now = stop_now | reached
-        stop_now = stop_now & ~remove_now
+        remove_now, stop_now = leave_play(reached, wrong, coll_ev, off_ev, who.reporting, st.report_left,
+                                          collision_behavior=cfg.collision_behavior,
+                                          offroad_behavior=cfg.offroad_behavior, goal_behavior=cfg.goal_behavior,
+                                          feedback=self.feedback)
         out_now = remove_now | stop_now
         gx, gy, route_s = st.goal_x, st.goal_y, st.route_s
-        if gb == "new_goal":
+        if cfg.goal_behavior == "new_goal":
             ax, ay, ars = self.view.goal_ahead(self.scene, st, cfg.new_goal_distance)
             ng = reached & ~out_now
             gx, gy, route_s = torch.where(ng, ax, gx), torch.where(ng, ay, gy), torch.where(ng, ars, route_s)
         stopped = st.stopped | stop_now
         if self.feedback:
-            exit_now = (reached | wrong) & ~out_now  # (E, A) starts its report step
-            more = reporting & ~remove_now  # (E, A) another report step follows
-            exit_flag = torch.where(exit_now, torch.where(reached, 1.0, -1.0),
-                                    torch.where(more, st.exit_flag, torch.zeros_like(reward)))
-            report_left = torch.where(exit_now, float(cfg.report_steps),
-                                      torch.where(more, st.report_left - 1, torch.zeros_like(reward)))
-            speed = torch.where(exit_now, torch.zeros_like(speed), speed)
+            exit_flag, report_left, speed = report_step(reached, wrong, out_now, who.reporting, remove_now,
+                                                        st.exit_flag, st.report_left, mv.speed, cfg.report_steps)
         else:
-            exit_flag, report_left = st.exit_flag, st.report_left
+            exit_flag, report_left, speed = st.exit_flag, st.report_left, mv.speed
         speed = torch.where(stopped, torch.zeros_like(speed), speed)
-        new = SimState(role=st.role, x=x, y=y, heading=heading, speed=speed, accel=accel, steer=steer,
-                       length=st.length, width=st.width, goal_x=gx, goal_y=gy, route_s=route_s,
+        new = SimState(role=st.role, x=mv.x, y=mv.y, heading=mv.heading, speed=speed, accel=mv.accel,
+                       steer=mv.steer, length=st.length, width=st.width, goal_x=gx, goal_y=gy, route_s=route_s,
                        removed=st.removed | remove_now, stopped=stopped, collided=collided, offroad=offroad,
                        last_reward=reward, exit_flag=exit_flag, report_left=report_left)
+        return Events(new, reward, reached, wrong, coll_ev, off_ev, out_now)
 
-        # 7. accumulators
-        acc = self.acc
-        acc["ret"] = acc["ret"] + reward
+    def _progress(self, st: SimState, mv: Motion, cand: torch.Tensor | None) -> torch.Tensor:
+        """(E, A) metres gained this tick toward EnvConfig.progress_target (the shaping potential's difference)."""
+        if self.cfg.progress_target == "nearest_exit":  # potential: -(distance to the nearest candidate exit)
+            return nearest_candidate_progress(st.x, st.y, mv.x, mv.y, cand)
+        if self.cfg.progress_target == "intent":  # potential: -(distance to the candidate the ego picked)
+            pk = self._picked(cand)  # (E, A, 2)
+            return progress_to_goal(st.x, st.y, mv.x, mv.y, pk[..., 0], pk[..., 1])
+        return progress_to_goal(st.x, st.y, mv.x, mv.y, st.goal_x, st.goal_y)
+
+    def _picked(self, cand: torch.Tensor) -> torch.Tensor:
+        """(E, A, 2) the candidate exit each ego picked this trial (exit intent); cand (E, A, M, 2)."""
+        return torch.gather(cand, 2, self.intent.view(*self.intent.shape, 1, 1).expand(-1, -1, 1, 2)).squeeze(2)
+
+    def _trial_clock(self, who: Who, ev: Events) -> Ends:
+        """Per-ego accumulators, which trials and episodes end this tick, and their metrics."""
+        cfg, acc, ego, in_play = self.cfg, self.acc, who.ego, who.in_play
+        acc["ret"] = acc["ret"] + ev.reward
         acc["len"] = acc["len"] + in_play.float()
         acc["t_len"] = acc["t_len"] + in_play.float()
-        acc["t_goal"] = torch.maximum(acc["t_goal"], reached.float())
-        acc["t_coll"] = torch.maximum(acc["t_coll"], coll_ev.float())
-        acc["t_off"] = torch.maximum(acc["t_off"], off_ev.float())
-        acc["t_exit"] = torch.maximum(acc["t_exit"], (reached | wrong).float())
-        acc["t_wrong"] = torch.maximum(acc["t_wrong"], wrong.float())
+        acc["t_goal"] = torch.maximum(acc["t_goal"], ev.reached.float())
+        acc["t_coll"] = torch.maximum(acc["t_coll"], ev.collided.float())
+        acc["t_off"] = torch.maximum(acc["t_off"], ev.offroad.float())
+        acc["t_exit"] = torch.maximum(acc["t_exit"], (ev.reached | ev.wrong).float())
+        acc["t_wrong"] = torch.maximum(acc["t_wrong"], ev.wrong.float())
 
-        # 8. trial / episode ends
         # an env whose egos have all left play ends its trial / episode (envs without egos run on the clock)
-        any_in_play = (in_play & ~out_now).any(1) | ~ego.any(1)  # (E,)
+        any_in_play = (in_play & ~ev.out_now).any(1) | ~ego.any(1)  # (E,)
         if self.feedback:  # an ego with report steps left keeps its trial open
-            any_in_play = any_in_play | (report_left > 0).any(1)
-        zero_e = torch.zeros_like(any_in_play)
+            any_in_play = any_in_play | (ev.state.report_left > 0).any(1)
         if self.trial_mode:
             seg_end, timeout, ep_end = trial_end_flags(self.trial_step, cfg.trial_length, any_in_play,
                                                        self.trial, cfg.k_trials)
@@ -610,9 +464,9 @@ class DriveEnv:
         else:
             timeout = self.ep_step >= cfg.episode_length
             ep_end = timeout | ~any_in_play
-            seg_end, trial_end_only = ep_end, zero_e
-            terminals = out_now
-            truncations = timeout.unsqueeze(1) & ego & ~(new.removed | new.stopped)
+            seg_end, trial_end_only = ep_end, torch.zeros_like(any_in_play)
+            terminals = ev.out_now
+            truncations = timeout.unsqueeze(1) & ego & ~(ev.state.removed | ev.state.stopped)
             trial_ended = torch.zeros_like(ego)
         close = seg_end.unsqueeze(1)  # (E, 1) this env's trial (or episode) closes
         t_score = acc["t_goal"] * (1 - acc["t_coll"]) * (1 - acc["t_off"])
@@ -631,34 +485,31 @@ class DriveEnv:
             acc[k] = acc[k] * ~close
         for k in ("ret", "len", "goal", "coll", "off", "score"):
             acc[k] = acc[k] * ~ep_end.unsqueeze(1)
+        return Ends(seg_end, trial_end_only, ep_end, terminals, truncations, trial_ended)
 
-        if self.keep_final_obs and (self._branch_free or bool(seg_end.any())):  # before the resets below
-            self.final_obs = self._observe(new, log_valid).clone()  # (E, A, obs_dim)
-        # 9. resets: respawns and trial restarts go back to this episode's start; finished episodes draw anew
-        # (on CPU, where reading a flag costs no device sync, blends and draws that would change nothing are
-        # skipped; the draws are pure functions of (seed, env, episode), so the result is identical)
-        respawn = (reached & ~out_now) if gb == "respawn" else torch.zeros_like(reached)
-        back = respawn | trial_end_only.unsqueeze(1)
+    def _restart(self, ev: Events, ends: Ends) -> SimState:
+        """Respawns and trial restarts go back to this episode's start; finished episodes draw anew and start
+        there; the clocks rewind. (On CPU, where reading a flag costs no device sync, blends and draws that would
+        change nothing are skipped; the draws are pure functions of (seed, env, episode), so the result is
+        identical.)"""
+        new, ep_end = ev.state, ends.ep_end
+        respawn = (ev.reached & ~ev.out_now) if self.cfg.goal_behavior == "respawn" else torch.zeros_like(ev.reached)
+        back = respawn | ends.trial_end_only.unsqueeze(1)
         if self._branch_free or bool(back.any()):
             new = new.blend(back, self.start)
-        self.trial = torch.where(trial_end_only, self.trial + 1, self.trial)
+        self.trial = torch.where(ends.trial_end_only, self.trial + 1, self.trial)
         self.episode = self.episode + ep_end.long()
         if self._branch_free or bool(ep_end.any()):
             self._draw()
-            ep_mask = ep_end.unsqueeze(1).expand_as(ego)
+            ep_mask = ep_end.unsqueeze(1).expand_as(new.role)
             self.start = self.start.blend(ep_mask, self._start_state())
             new = new.blend(ep_mask, self.start)
         self.trial = torch.where(ep_end, torch.zeros_like(self.trial), self.trial)
-        rewind = seg_end  # every trial restart and new episode rewinds the log clock
-        self.t = torch.where(rewind, torch.full_like(self.t, cfg.init_steps), self.t)
+        rewind = ends.seg_end  # every trial restart and new episode rewinds the log clock
+        self.t = torch.where(rewind, torch.full_like(self.t, self.cfg.init_steps), self.t)
         self.trial_step = torch.where(rewind, torch.zeros_like(self.trial_step), self.trial_step)
         self.ep_step = torch.where(ep_end, torch.zeros_like(self.ep_step), self.ep_step)
-        self.state = new
-
-        # 10. observations of the post-reset state
-        obs = self._observe(new, self._log_valid())
-        return StepResult(obs=obs, reward=reward, terminals=terminals, truncations=truncations,
-                          removed=out_before, trial_ended=trial_ended, controlled=new.role == POLICY)
+        return new
 
     def metrics(self) -> dict[str, torch.Tensor]:
         """Episode (and trial) metrics since the last call, as 0-dim device tensors; resets the sums."""

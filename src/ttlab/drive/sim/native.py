@@ -1,7 +1,7 @@
 """The native CPU kernels of the sim (csrc/*.c): built once with the system C compiler, loaded by ctypes.
 
     lib = native.load()              # raises NativeUnavailable (with the compiler's message) if it cannot build
-    native.observe(...)              # same arguments and result as observe.observe, CPU tensors only
+    native.observe(grid, scene, inputs, settings)   # same as observe.observe, CPU tensors only
     native.contacts(...)             # same as contact.contacts
 
 The shared object is cached under $TTLAB_CACHE (default ~/.cache/ttlab)/native, keyed by a hash of the
@@ -26,7 +26,7 @@ import torch
 
 from ttlab.drive.sim.contact import COLLISION_RADIUS
 from ttlab.drive.sim.grid import RoadGrid
-from ttlab.drive.sim.observe import PARTNER_BASE_DIM, ego_features, partner_extra
+from ttlab.drive.sim.observe import PARTNER_BASE_DIM, ObsInputs, ObsSettings, ego_features, partner_extra
 
 SRCS = [Path(__file__).with_name("csrc") / name for name in ("observe.c", "contact.c")]
 FLAGS = ["-O3", "-std=c99", "-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-ffp-contract=off"]
@@ -120,30 +120,21 @@ def _ptr(t: torch.Tensor) -> int:
     return t.data_ptr()
 
 
-def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tensor, heading: torch.Tensor,
-            speed: torch.Tensor, length: torch.Tensor, width: torch.Tensor, goal_x: torch.Tensor,
-            goal_y: torch.Tensor, collided: torch.Tensor, offroad: torch.Tensor, accel: torch.Tensor,
-            steer: torch.Tensor, visible: torch.Tensor, rc_weights: torch.Tensor | None,
-            candidates: torch.Tensor | None, *, partner_slots: int, partner_radius: float, road_slots: int,
-            road_radius: float, max_accel: float, max_steer: float, hide_goal: bool,
-            feedback: torch.Tensor | None = None, out: torch.Tensor | None = None,
-            intent_open: torch.Tensor | None = None, partner_controls: bool = False,
-            priority: torch.Tensor | None = None) -> torch.Tensor:
+def observe(grid: RoadGrid, scene: torch.Tensor, inp: ObsInputs, cfg: ObsSettings,
+            out: torch.Tensor | None = None) -> torch.Tensor:
     """observe.observe on the native kernel: (E, A, obs_dim) float32, CPU tensors only; written into
-    `out` (contiguous (E, A, obs_dim) float32) when given."""
+    `out` (contiguous (E, A, obs_dim) float32) when given. The struct is unpacked here, at the C boundary."""
     lib = load()
-    if x.device.type != "cpu":
-        raise ValueError(f"the native observation kernel runs on CPU tensors, got {x.device}")
-    E, A = x.shape
-    c, s = torch.cos(heading), torch.sin(heading)
-    ego = ego_features(goal_x, goal_y, x, y, c, s, speed, length, width, collided, offroad, accel, steer,
-                       max_accel, max_steer, rc_weights, candidates, hide_goal, feedback, intent_open,
-                       priority)  # (E, A, ego_dim)
+    if inp.x.device.type != "cpu":
+        raise ValueError(f"the native observation kernel runs on CPU tensors, got {inp.x.device}")
+    E, A = inp.x.shape
+    c, s = torch.cos(inp.heading), torch.sin(inp.heading)
+    ego = ego_features(inp, c, s, cfg)  # (E, A, ego_dim)
     ego_dim = ego.shape[-1]
-    cols = partner_extra(accel, steer, max_accel, max_steer, partner_controls, priority)
+    cols = partner_extra(inp, cfg)
     pdim = PARTNER_BASE_DIM + len(cols)
-    partner_offset, road_offset = ego_dim, ego_dim + partner_slots * pdim
-    obs_dim = road_offset + road_slots * 7
+    partner_offset, road_offset = ego_dim, ego_dim + cfg.partner_slots * pdim
+    obs_dim = road_offset + cfg.road_slots * 7
     if out is None:
         obs = torch.empty(E, A, obs_dim, dtype=torch.float32)
     elif out.shape != (E, A, obs_dim) or out.dtype != torch.float32 or not out.is_contiguous():
@@ -152,9 +143,9 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
     else:
         obs = out
     obs[..., :ego_dim] = ego
-    f32 = [t.contiguous().float() for t in (x, y, heading, speed, length, width)]
+    f32 = [t.contiguous().float() for t in (inp.x, inp.y, inp.heading, inp.speed, inp.length, inp.width)]
     extra = torch.stack(cols).float().contiguous() if cols else None  # (n_extra, E, A)
-    vis = visible.contiguous().to(torch.uint8)
+    vis = inp.visible.contiguous().to(torch.uint8)
     sc = scene.contiguous().long()
     cand = grid.cell_cand.contiguous()
     seg, org = grid.seg_table.contiguous().float(), grid.origin.contiguous().float()
@@ -163,8 +154,8 @@ def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tenso
     lib.ttlab_observe_partner_road(
         E, A, *(_ptr(t) for t in f32), None if extra is None else _ptr(extra), len(cols), _ptr(vis), _ptr(sc), _ptr(seg), _ptr(cand),
         int(cand.dtype == torch.int32), cand.shape[1], cand.shape[2], _ptr(org), _ptr(gx), _ptr(gy),
-        float(grid.cell), grid.num_seg_slots, inv, partner_slots, float(partner_radius), road_slots,
-        float(road_radius * inv), _ptr(obs), obs_dim, partner_offset, road_offset, torch.get_num_threads())
+        float(grid.cell), grid.num_seg_slots, inv, cfg.partner_slots, float(cfg.partner_radius), cfg.road_slots,
+        float(cfg.road_radius * inv), _ptr(obs), obs_dim, partner_offset, road_offset, torch.get_num_threads())
     return obs  # (E, A, obs_dim)
 
 

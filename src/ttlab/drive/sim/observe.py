@@ -20,6 +20,7 @@ Positions and lengths are divided by POS_SCALE, speeds by SPEED_SCALE, sizes by 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -89,6 +90,43 @@ class ObsLayout:
         return ego, par, road
 
 
+class ObsInputs(NamedTuple):
+    """What one observation pass reads of the state: every field (E, A) unless noted; None = not observed."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    heading: torch.Tensor
+    speed: torch.Tensor
+    length: torch.Tensor
+    width: torch.Tensor
+    goal_x: torch.Tensor  # world position of the goal shown
+    goal_y: torch.Tensor
+    collided: torch.Tensor  # bool
+    offroad: torch.Tensor  # bool
+    accel: torch.Tensor  # last applied command
+    steer: torch.Tensor
+    visible: torch.Tensor  # bool: on the map for the others
+    rc_weights: torch.Tensor | None = None  # (E, A, 3) reward-conditioning weights
+    candidates: torch.Tensor | None = None  # (E, A, M, 2) hidden-goal candidate exits, world positions
+    feedback: torch.Tensor | None = None  # (E, A, 2) last reward, exit flag
+    intent_open: torch.Tensor | None = None  # float: 1 where the exit pick is open
+    priority: torch.Tensor | None = None  # right-of-way token
+
+
+@dataclass(frozen=True)
+class ObsSettings:
+    """The fixed settings of an observation pass (from EnvConfig)."""
+
+    partner_slots: int
+    partner_radius: float
+    road_slots: int
+    road_radius: float
+    max_accel: float
+    max_steer: float
+    hide_goal: bool  # hidden-goal mode: goal_x, goal_y show as 0
+    partner_controls: bool = False  # each partner row also shows its last command
+
+
 def make_layout(partner_slots: int, road_slots: int, reward_conditioning: bool, num_goal_candidates: int,
                 exit_feedback: bool = False, exit_intent: bool = False, partner_controls: bool = False,
                 priority: bool = False) -> ObsLayout:
@@ -152,11 +190,10 @@ def partner_features(x, y, cos_h, sin_h, heading, speed, length, width, idx, ok,
     return feat  # (E, A, slots, 7 + len(extra))
 
 
-def partner_extra(accel, steer, max_accel: float, max_steer: float, controls: bool,
-                  priority: torch.Tensor | None) -> list[torch.Tensor]:
+def partner_extra(inp: ObsInputs, cfg: ObsSettings) -> list[torch.Tensor]:
     """The per-agent columns each partner row carries after its 7 base features, each (E, A)."""
-    out = [accel / max_accel, steer / max_steer] if controls else []
-    return out + ([priority] if priority is not None else [])
+    out = [inp.accel / cfg.max_accel, inp.steer / cfg.max_steer] if cfg.partner_controls else []
+    return out + ([inp.priority] if inp.priority is not None else [])
 
 
 def road_features(seg_table: torch.Tensor, cand: torch.Tensor, xs: torch.Tensor, ys: torch.Tensor,
@@ -188,55 +225,46 @@ def road_features(seg_table: torch.Tensor, cand: torch.Tensor, xs: torch.Tensor,
     return feat
 
 
-def ego_features(goal_x, goal_y, x, y, cos_h, sin_h, speed, length, width, collided, offroad, accel, steer,
-                 max_accel: float, max_steer: float, rc_weights: torch.Tensor | None,
-                 candidates: torch.Tensor | None, hide_goal: bool, feedback: torch.Tensor | None = None,
-                 intent_open: torch.Tensor | None = None, priority: torch.Tensor | None = None) -> torch.Tensor:
-    """(E, A, ego_dim). candidates (E, A, M, 2) world positions or None; feedback (E, A, 2) or None;
-    intent_open (E, A) float or None; priority (E, A) or None."""
-    gx, gy = to_ego(goal_x - x, goal_y - y, cos_h, sin_h)
-    if hide_goal:
+def ego_features(inp: ObsInputs, cos_h: torch.Tensor, sin_h: torch.Tensor, cfg: ObsSettings) -> torch.Tensor:
+    """(E, A, ego_dim); cos_h, sin_h (E, A) of each ego's heading."""
+    x, y = inp.x, inp.y
+    gx, gy = to_ego(inp.goal_x - x, inp.goal_y - y, cos_h, sin_h)
+    if cfg.hide_goal:
         gx, gy = torch.zeros_like(gx), torch.zeros_like(gy)
     parts = [torch.stack([
-        gx / POS_SCALE, gy / POS_SCALE, speed / SPEED_SCALE, length / SIZE_SCALE, width / SIZE_SCALE,
-        collided.float(), offroad.float(), accel / max_accel, steer / max_steer,
+        gx / POS_SCALE, gy / POS_SCALE, inp.speed / SPEED_SCALE, inp.length / SIZE_SCALE, inp.width / SIZE_SCALE,
+        inp.collided.float(), inp.offroad.float(), inp.accel / cfg.max_accel, inp.steer / cfg.max_steer,
     ], dim=-1)]  # (E, A, 9)
-    if rc_weights is not None:
-        parts.append(rc_weights)  # (E, A, 3)
-    if candidates is not None:
+    if inp.rc_weights is not None:
+        parts.append(inp.rc_weights)  # (E, A, 3)
+    if inp.candidates is not None:
+        cand = inp.candidates  # (E, A, M, 2)
         c, s = cos_h.unsqueeze(-1), sin_h.unsqueeze(-1)
-        cx, cy = to_ego(candidates[..., 0] - x.unsqueeze(-1), candidates[..., 1] - y.unsqueeze(-1), c, s)
+        cx, cy = to_ego(cand[..., 0] - x.unsqueeze(-1), cand[..., 1] - y.unsqueeze(-1), c, s)
         parts.append(torch.stack([cx, cy], -1).flatten(-2) / POS_SCALE)  # (E, A, 2M)
-    if priority is not None:
-        parts.append(priority.unsqueeze(-1))  # (E, A, 1)
-    if feedback is not None:
-        parts.append(feedback)  # (E, A, 2) last reward, exit flag
-    if intent_open is not None:
-        parts.append(intent_open.unsqueeze(-1))  # (E, A, 1)
+    if inp.priority is not None:
+        parts.append(inp.priority.unsqueeze(-1))  # (E, A, 1)
+    if inp.feedback is not None:
+        parts.append(inp.feedback)  # (E, A, 2) last reward, exit flag
+    if inp.intent_open is not None:
+        parts.append(inp.intent_open.unsqueeze(-1))  # (E, A, 1)
     return torch.cat(parts, dim=-1)
 
 
-def observe(grid: RoadGrid, scene: torch.Tensor, x: torch.Tensor, y: torch.Tensor, heading: torch.Tensor,
-            speed: torch.Tensor, length: torch.Tensor, width: torch.Tensor, goal_x: torch.Tensor,
-            goal_y: torch.Tensor, collided: torch.Tensor, offroad: torch.Tensor, accel: torch.Tensor,
-            steer: torch.Tensor, visible: torch.Tensor, rc_weights: torch.Tensor | None,
-            candidates: torch.Tensor | None, *, partner_slots: int, partner_radius: float, road_slots: int,
-            road_radius: float, max_accel: float, max_steer: float, hide_goal: bool,
-            feedback: torch.Tensor | None = None, intent_open: torch.Tensor | None = None,
-            partner_controls: bool = False, priority: torch.Tensor | None = None) -> torch.Tensor:
-    """The full flat observation of every agent slot, (E, A, obs_dim) float32.
+def observe(grid: RoadGrid, scene: torch.Tensor, inp: ObsInputs, cfg: ObsSettings) -> torch.Tensor:
+    """The full flat observation of every agent slot, (E, A, obs_dim) float32; scene (E,).
 
-    One pure function of the state tensors (every argument (E, A) unless noted; scene (E,), rc_weights
-    (E, A, 3), candidates (E, A, M, 2), feedback (E, A, 2)), so `torch.compile` can fuse it whole into a few loops that write
+    One pure function of the state tensors, so `torch.compile` can fuse it whole into a few loops that write
     the output once. Slots are filled whatever their role; the policy reads only its own."""
+    x, y, heading = inp.x, inp.y, inp.heading
     E, A = x.shape
     c, s = torch.cos(heading), torch.sin(heading)
-    idx, ok = nearest_partners(x, y, visible, partner_slots, partner_radius, nearest_first=False)
-    par = partner_features(x, y, c, s, heading, speed, length, width, idx, ok, partner_slots,
-                           partner_extra(accel, steer, max_accel, max_steer, partner_controls, priority))
+    idx, ok = nearest_partners(x, y, inp.visible, cfg.partner_slots, cfg.partner_radius, nearest_first=False)
+    par = partner_features(x, y, c, s, heading, inp.speed, inp.length, inp.width, idx, ok, cfg.partner_slots,
+                           partner_extra(inp, cfg))  # (E, A, slots, pdim)
     road_cand = grid.road_candidates(scene, x, y)
     inv = 1.0 / grid.pos_scale
-    road = road_features(grid.seg_table, road_cand, x * inv, y * inv, c, s, road_radius * inv, road_slots)
-    ego = ego_features(goal_x, goal_y, x, y, c, s, speed, length, width, collided, offroad, accel, steer,
-                       max_accel, max_steer, rc_weights, candidates, hide_goal, feedback, intent_open, priority)
+    road = road_features(grid.seg_table, road_cand, x * inv, y * inv, c, s, cfg.road_radius * inv,
+                         cfg.road_slots)  # (E, A, road_slots, 7)
+    ego = ego_features(inp, c, s, cfg)  # (E, A, ego_dim)
     return torch.cat([ego, par.reshape(E, A, -1), road.reshape(E, A, -1)], dim=-1)  # (E, A, obs_dim)

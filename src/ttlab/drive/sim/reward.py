@@ -58,6 +58,14 @@ def progress_to_goal(x0: torch.Tensor, y0: torch.Tensor, x1: torch.Tensor, y1: t
     return torch.hypot(x0 - gx, y0 - gy) - torch.hypot(x1 - gx, y1 - gy)
 
 
+def nearest_candidate_progress(x0: torch.Tensor, y0: torch.Tensor, x1: torch.Tensor, y1: torch.Tensor,
+                               cand: torch.Tensor) -> torch.Tensor:
+    """Metres closer to the nearest candidate exit (E, A, M, 2) after moving from (x0, y0) to (x1, y1), (E, A)."""
+    d0 = torch.hypot(cand[..., 0] - x0.unsqueeze(-1), cand[..., 1] - y0.unsqueeze(-1)).amin(-1)
+    d1 = torch.hypot(cand[..., 0] - x1.unsqueeze(-1), cand[..., 1] - y1.unsqueeze(-1)).amin(-1)
+    return d0 - d1
+
+
 def draw_weights(lb: tuple[float, float, float], ub: tuple[float, float, float], seed: int,
                  env_ids: torch.Tensor, episode: torch.Tensor, num_agents: int, stream: int) -> torch.Tensor:
     """Per-agent reward weights (E, A, 3) uniform in [lb, ub], a pure function of (seed, env, episode)."""
