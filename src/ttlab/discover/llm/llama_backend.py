@@ -122,6 +122,9 @@ class LlamaCppGenerator:
         self.n_seq = max(1, n_seq)
         lc.llama_backend_init()
         mp = lc.llama_model_default_params()
+        # no weight repacking into extra buffer types: the installed build's AMX repack of Q4_1 weights crashes
+        # in the first decode on this machine's CPU (and a LoRA adapter cannot use those buffers anyway)
+        mp.use_extra_bufts = False
         self.model = lc.llama_model_load_from_file(str(gguf_path).encode(), mp)
         if not self.model:
             raise ValueError(f"--model {gguf_path}: llama.cpp could not load the GGUF file")
