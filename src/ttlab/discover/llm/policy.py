@@ -260,7 +260,9 @@ class LLMPolicy:
         inp = torch.cat([prompt[-1:].to(self.device).expand(n)[:, None], comps[:, :-1]], dim=1)  # (n, C)
         pos = (P - 1 + torch.arange(C, device=self.device)).expand(n, C)  # (n, C)
         ctx = torch.enable_grad() if adapter and grad else torch.no_grad()
-        with ctx:
+        amp = torch.autocast(self.device.type, dtype=torch.bfloat16,
+                             enabled=bool(self.cfg.learn_bf16 and adapter and grad and self.device.type == "cpu"))
+        with ctx, amp:
             cache = self._prefill(prompt, n, adapter)
             if adapter:
                 logits = self.model(input_ids=inp, position_ids=pos, past_key_values=cache, use_cache=True).logits
