@@ -131,7 +131,7 @@ class LlamaCppGenerator:
         self.vocab = lc.llama_model_get_vocab(self.model)
         self.n_vocab = lc.llama_vocab_n_tokens(self.vocab)
         cp = lc.llama_context_default_params()
-        cp.n_ctx = n_ctx or (1024 + self.n_seq * (cfg.max_new_tokens + 8))
+        cp.n_ctx = n_ctx or (4096 + self.n_seq * (cfg.max_new_tokens + 8))  # one shared prompt + n completions
         cp.n_batch = max(512, self.n_seq)
         cp.n_ubatch = max(512, self.n_seq)
         cp.n_seq_max = self.n_seq
