@@ -10,7 +10,10 @@ learn) of `--rollouts` programs from the same fresh roots and seed, and reports 
 
 The learner is the HF model in every variant (exact float32 log-probs except in `llama_bf16`); the ratio
 columns say how far the sampler's log-probs are from the learner's. No warm start (the raw model's completions
-run to the token cap, the worst case for generation). Prints ONE JSON line last.
+run to the token cap, the worst case for generation) and, since the raw model's programs mostly fail and a group
+without a valid program carries no gradient, the step's advantages are replaced by +1 / -1 alternating over
+the rollouts with every rollout kept, so the learn phase always runs at its full size (its cost does not
+depend on the advantages' values). Prints ONE JSON line last.
 
     python benchmarks/discover_step_speed.py --rollouts 16 --max-new-tokens 288 \\
         --out benchmarks/results/discover_step_speed/step_speed.json
@@ -30,10 +33,18 @@ VARIANTS = {"hf": ("hf", False), "llama": ("llama", False), "llama_bf16": ("llam
 
 
 def step_once(args, name: str) -> dict:
+    import numpy as np
     import torch
 
+    from ttlab.discover.llm import trainer as trainer_mod
     from ttlab.discover.llm.presets import cpu_smollm2_blocks
     from ttlab.discover.llm.trainer import Trainer
+
+    def every_rollout_learns(rewards, valid, group_ids, method="entropic", fail_mode="floor"):
+        adv = np.where(np.arange(len(rewards)) % 2 == 0, 1.0, -1.0)  # (N,) the learn phase at full size
+        return adv, np.ones(len(rewards), dtype=bool)
+
+    trainer_mod.group_advantages = every_rollout_learns  # speed only: the values do not change the cost
 
     backend, bf16 = VARIANTS[name]
     cfg = cpu_smollm2_blocks()

@@ -96,7 +96,7 @@ def test_llama_sampler_log_probs_match_the_hf_learner_with_the_same_lora():
     with torch.no_grad():
         for n, p in pol.model.named_parameters():
             if "lora_B" in n:
-                p.normal_(0, 0.02)
+                p.normal_(0, 0.1)  # an adapter that moves the model well beyond Q4_1's rounding noise
     pol.mark_updated()
     gens = pol.generate(["Write a python function that adds two numbers."] * 3)
     assert len(gens) == 3 and all(0 < g.completion_ids.numel() <= 10 for g in gens)
@@ -110,5 +110,5 @@ def test_llama_sampler_log_probs_match_the_hf_learner_with_the_same_lora():
                 p.zero_()
     lp0, _ = pol.group_logprobs(gens[0].prompt_ids, comps, grad=False)
     other = float(((lp0 - s) * mask).abs().sum() / mask.sum())
-    assert same < 0.1, same
+    assert same < 0.1, same  # Q4_1 with 8-bit activations vs the dequantised float32 weights: ~0.03-0.05 nats
     assert other > 3 * same, (same, other)
