@@ -102,9 +102,10 @@ def cmd_warmstart(argv: list[str]) -> int:
             raise UserError("--out needs a directory")
         out = argv[i + 1]
         del argv[i:i + 2]
-    if "--preset" not in argv:
+    if "--preset" not in argv and not {"-h", "--help"} & set(argv):
         raise UserError(f"--preset is required (one of {', '.join(sorted(TRAIN_PRESETS))})")
-    name = argv[argv.index("--preset") + 1] if argv.index("--preset") + 1 < len(argv) else ""
+    i = argv.index("--preset") if "--preset" in argv else len(argv)
+    name = argv[i + 1] if i + 1 < len(argv) else ""
     cfg = parse_config(TrainConfig, TRAIN_PRESETS, argv=argv, prog="ttlab discover warmstart")
     if not cfg.warm_start or cfg.task != "erdos":
         raise UserError(f"--preset {name}: no warm start to build (needs --warm-start and --task erdos)")
