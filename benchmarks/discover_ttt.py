@@ -1,21 +1,37 @@
-"""Evidence: TTT-Discover with SmolLM2-135M on Erdős, the trained model beside the same model frozen.
+"""Evidence: TTT-Discover with SmolLM2-135M on Erdős against the same model frozen and a proposer with no model.
 
-Both arms start from the same warm-started adapter (`warmstart.py`, cached under ~/.cache/ttlab) and the
-same seed, use the same preset (`cpu_smollm2`: 1 state x 8 rollouts per step; `--states-per-step 2` for the
-issue's 16) and therefore the same
-sampling budget; the frozen arm samples, runs and verifies exactly like the trained one but never updates.
-The two arms run as two single-thread processes side by side (2 cores). Per step: parse rate, valid rate,
-mean and best verified reward, best C5 in the tree so far. Writes the JSON and a learning-curve PNG and
-prints ONE JSON line last.
+Three arms per evaluation seed, at equal sandbox evaluations (every arm proposes `rollouts_per_state` programs
+for each of `states_per_step` PUCT-chosen states per step, for `--steps` steps) and an equal wall budget per
+arm (`--wall-budget`: an arm that reaches it stops after its current step; the JSON says how many
+evaluations each arm got):
 
-    python benchmarks/discover_ttt.py [--steps 10] [--states-per-step 2] [--lr 1e-4] [--seed 0]
-                                      [--out benchmarks/results/discover_ttt.json] [--png ...]
+* `trained` (TTT): the preset's warm-started LoRA, updated after every step (entropic advantages, the
+  importance-sampled policy gradient; `ttlab.discover.llm.trainer`);
+* `frozen`: the same warm start, sampled, run and verified exactly like TTT (same sampler, temperature and
+  prompts) but never updated: best-of-N of the frozen model;
+* `random_blocks`: no model: random compositions of the Erdős building blocks (`random_blocks.py`, the grammar
+  the blocks warm start was trained on), through the same PUCT search loop, sandbox and verifier
+  (`ttlab discover search --proposer random_blocks`).
+
+All arms of a seed start from the same roots (the task's initial states for that seed) and give programs the
+same budget. Hyperparameters (lr, temperature) are chosen on `--tuning-seed` only; the evaluation seeds must
+differ from it. Per step and arm: evaluations so far, best C5 so far, valid rate, mean reward, solved beta and
+whether it sits at its cap, the step's time split (generate / evaluate / learn). Writes the JSON and a
+best-C5-vs-evaluations PNG (one panel per seed) and prints ONE JSON line last.
+
+    python benchmarks/discover_ttt.py --preset cpu_smollm2_blocks --seeds 1,2,3 --tuning-seed 0 --steps 10 \\
+        --wall-budget 40m --out benchmarks/results/discover_ttt/blocks.json --png benchmarks/results/discover_ttt/blocks.png
+
+`--jobs N` runs N arms side by side (separate processes, 1 torch thread each); `--jobs 0` runs them in this
+process one after another (tests). The earlier two-arm runs (compact format, `--arms trained,frozen`,
+`--bootstrap-steps`, `--probe-update`) still run with the same flags.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -23,21 +39,31 @@ import time
 from pathlib import Path
 
 from ttlab.common.data import repo_relative
+from ttlab.common.duration import parse_duration
+from ttlab.common.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
+ARMS = ("trained", "frozen", "random_blocks")
 KEYS = ("rollout/parse_rate", "rollout/valid_rate", "rollout/reward_mean", "rollout/reward_best",
         "rollout/score_best", "rollout/score_mean", "tree/best_score", "rollout/completion_tokens_mean",
-        "rollout/finished_rate", "adv/kept_frac", "adv/abs_max_raw", "adv/beta_mean", "learn/samples", "learn/grad_norm",
-        "learn/dlogp_pos", "learn/dlogp_neg",
-        "time/step_s", "time/generate_s", "time/evaluate_s", "time/learn_s", "perf/gen_tokens_per_s")
+        "rollout/finished_rate", "adv/kept_frac", "adv/abs_max_raw", "adv/beta_mean", "adv/beta_at_cap_frac",
+        "learn/samples", "learn/grad_norm", "learn/ratio_mean", "learn/ratio_max", "learn/dlogp_pos",
+        "learn/dlogp_neg", "time/step_s", "time/generate_s", "time/evaluate_s", "time/learn_s",
+        "perf/gen_tokens_per_s")
 
 
-def config(args, arm: str):
-    from ttlab.discover.llm.presets import cpu_smollm2
+def preset_config(args, seed: int):
+    """The preset's TrainConfig with this run's overrides (shared by every arm)."""
+    from ttlab.discover.llm.presets import TRAIN_PRESETS
 
-    cfg = cpu_smollm2()
-    cfg.steps, cfg.seed, cfg.frozen = args.steps, args.seed, arm == "frozen"
-    cfg.root, cfg.run_name = str(Path(args.runs)), f"ttt_{arm}_{args.tag}"
+    if args.preset not in TRAIN_PRESETS:
+        raise SystemExit(f"--preset {args.preset}: unknown (one of {', '.join(sorted(TRAIN_PRESETS))})")
+    cfg = TRAIN_PRESETS[args.preset]()
+    cfg.steps, cfg.seed, cfg.threads = args.steps, seed, args.threads
+    if args.model:
+        cfg.policy.model = args.model
+    if args.backend:
+        cfg.policy.backend = args.backend
     if args.lr:
         cfg.lr = args.lr
     if args.states_per_step:
@@ -48,63 +74,58 @@ def config(args, arm: str):
         cfg.fail_mode = args.fail_mode
     if args.temperature:
         cfg.policy.temperature = args.temperature
-    cfg.probe_update = args.probe_update
-    if args.bootstrap_steps:
-        cfg.init_tree = str(bootstrap_tree(args))
-    cfg.threads = args.threads
+    if args.max_new_tokens:
+        cfg.policy.max_new_tokens = args.max_new_tokens
     return cfg
 
 
-def bootstrap_tree(args) -> Path:
-    """Where the shared bootstrap run (`--bootstrap-steps`) leaves its tree (both arms start from it)."""
-    return Path(args.runs) / "discover" / f"ttt_boot_{args.tag}" / "tree.json"
+def config(args, arm: str, seed: int):
+    cfg = preset_config(args, seed)
+    cfg.frozen = arm == "frozen"
+    cfg.root, cfg.run_name = str(Path(args.runs)), f"ttt_{arm}_{args.tag}_s{seed}"
+    cfg.probe_update = args.probe_update and arm == "trained"
+    if args.bootstrap_steps:
+        cfg.init_tree = str(bootstrap_tree(args, seed))
+    return cfg
 
 
-def bootstrap(args, policy) -> list[dict]:
-    """`--bootstrap-steps` frozen steps at `--bootstrap-temperature` from fresh roots, run ONCE before the arms:
-    both arms then start from its tree (same states, no root phase in their first steps)."""
-    from ttlab.discover.llm.presets import cpu_smollm2
+def bootstrap_tree(args, seed: int) -> Path:
+    """Where the shared bootstrap run (`--bootstrap-steps`) leaves its tree (the LLM arms start from it)."""
+    return Path(args.runs) / "discover" / f"ttt_boot_{args.tag}_s{seed}" / "tree.json"
+
+
+def bootstrap(args, policy, seed: int) -> list[dict]:
+    """`--bootstrap-steps` frozen steps at `--bootstrap-temperature` from fresh roots, run ONCE before the arms."""
     from ttlab.discover.llm.trainer import Trainer
 
-    cfg = cpu_smollm2()
-    cfg.steps, cfg.seed, cfg.frozen, cfg.warm_start = args.bootstrap_steps, args.seed, True, False
+    cfg = preset_config(args, seed)
+    cfg.steps, cfg.frozen, cfg.warm_start = args.bootstrap_steps, True, False
     cfg.policy.temperature = args.bootstrap_temperature
-    cfg.root, cfg.run_name, cfg.threads = str(Path(args.runs)), f"ttt_boot_{args.tag}", args.threads
-    if args.states_per_step:
-        cfg.states_per_step = args.states_per_step
-    if args.rollouts_per_state:
-        cfg.rollouts_per_state = args.rollouts_per_state
+    cfg.root, cfg.run_name = str(Path(args.runs)), f"ttt_boot_{args.tag}_s{seed}"
     policy.cfg.temperature = cfg.policy.temperature
     tr = Trainer(cfg, policy=policy, log=lambda s: print(f"[bootstrap] {s}", flush=True))
-    rows = run_steps(tr, cfg.steps, "bootstrap")
-    if not bootstrap_tree(args).is_file():
-        raise SystemExit(f"bootstrap: no tree at {bootstrap_tree(args)}")
+    rows = trainer_steps(tr, cfg, "bootstrap", math.inf)
+    policy.cfg.temperature = preset_config(args, seed).policy.temperature
+    if not bootstrap_tree(args, seed).is_file():
+        raise SystemExit(f"bootstrap: no tree at {bootstrap_tree(args, seed)}")
     return rows
 
 
-def run_arm(args) -> None:
-    """Child process: one arm, metrics of every step to `args.arm_out`."""
-    from ttlab.discover.llm.trainer import Trainer
-
-    cfg = config(args, args.arm)
-    tr = Trainer(cfg, log=lambda s: print(f"[{args.arm}] {s}", flush=True))
-    run_steps(tr, cfg.steps, args.arm, lambda rows: Path(args.arm_out).write_text(
-        json.dumps({"arm": args.arm, "steps": rows, "warm": tr.warm_info})))
-
-
-def run_steps(tr, steps: int, name: str, after_step=None) -> list[dict]:
-    """Step a Trainer to `steps`, one row of metrics per step (printed; `after_step(rows)` saves them as they
-    come), and close it."""
+def trainer_steps(tr, cfg, name: str, wall_budget: float, after_step=None) -> list[dict]:
+    """Step a Trainer to cfg.steps or until `wall_budget` seconds have passed (checked after each step)."""
     rows: list[dict] = []
+    t0 = time.time()
+    per_step = cfg.states_per_step * cfg.rollouts_per_state
     try:
-        while tr.step_idx < steps:
+        while tr.step_idx < cfg.steps and time.time() - t0 < wall_budget:
             m = tr.step()
             rows.append({k.split("/")[-1] if k.startswith("rollout/") else k: m.get(k) for k in KEYS}
-                        | {"step": tr.step_idx, "load1": round(os.getloadavg()[0], 2)})
+                        | {"step": tr.step_idx, "evals": tr.step_idx * per_step, "wall_s": round(time.time() - t0, 1),
+                           "load1": round(os.getloadavg()[0], 2)})
             print(f"[{name}] step {tr.step_idx}: parse {m['rollout/parse_rate']:.2f} valid "
                   f"{m['rollout/valid_rate']:.2f} reward mean {m['rollout/reward_mean']:.4f} best C5 "
                   f"{m['tree/best_score']:.6f} ({m['time/step_s']:.0f} s: gen {m['time/generate_s']:.0f} "
-                  f"learn {m['time/learn_s']:.0f})", flush=True)
+                  f"eval {m['time/evaluate_s']:.0f} learn {m['time/learn_s']:.0f})", flush=True)
             if after_step is not None:
                 after_step(rows)
     finally:
@@ -112,70 +133,153 @@ def run_steps(tr, steps: int, name: str, after_step=None) -> list[dict]:
     return rows
 
 
-def warm(args) -> tuple[dict, list[dict]]:
-    """Train (or load) the shared warm start once, then run the shared bootstrap (if any), before the arms."""
+def random_arm(args, seed: int, wall_budget: float, after_step=None) -> dict:
+    """The random-blocks proposer through the search loop with the LLM arms' tree, batch and program settings."""
+    from ttlab.discover.config import SearchConfig
+    from ttlab.discover.loop import run_search
+
+    c = preset_config(args, seed)
+    budget = f"{int(wall_budget)}s" if math.isfinite(wall_budget) else "100000h"
+    sc = SearchConfig(task=c.task, proposer="random_blocks", time_limit=budget, workers=c.workers,
+                      states_per_step=c.states_per_step, samples_per_state=c.rollouts_per_state,
+                      program_budget_s=c.program_budget_s, grace_s=c.grace_s, memory_mb=c.memory_mb,
+                      init_states=c.init_states, puct_c=c.puct_c, keep_children=c.keep_children, max_roots=c.max_roots,
+                      seed=seed, run_name=f"ttt_random_blocks_{args.tag}_s{seed}", root=str(Path(args.runs)),
+                      max_steps=c.steps)
+    rows: list[dict] = []
+    last = {"evals": 0, "valid": 0, "t": 0.0}
+
+    def on_step(d: dict) -> None:
+        n = d["evals"] - last["evals"]
+        rows.append({"step": d["step"], "evals": d["evals"], "wall_s": round(d["t"], 1),
+                     "valid_rate": (d["valid"] - last["valid"]) / max(1, n), "tree/best_score": d["best_score"],
+                     "time/step_s": round(d["t"] - last["t"], 2), "time/generate_s": 0.0, "time/learn_s": 0.0,
+                     "time/evaluate_s": round(d["t"] - last["t"], 2), "load1": round(os.getloadavg()[0], 2)})
+        last.update(evals=d["evals"], valid=d["valid"], t=d["t"])
+        print(f"[random_blocks] step {d['step']}: valid {rows[-1]['valid_rate']:.2f} best C5 {d['best_score']:.6f} "
+              f"({rows[-1]['time/step_s']:.0f} s)", flush=True)
+        if after_step is not None:
+            after_step(rows)
+
+    run_search(sc, log=lambda s: None, on_step=on_step)
+    return {"arm": "random_blocks", "seed": seed, "steps": rows}
+
+
+def run_arm(args, arm: str, seed: int, out: Path | None = None) -> dict:
+    """One arm of one seed (in this process); its rows are saved to `out` after every step when given."""
+    from ttlab.discover.llm.trainer import Trainer
+
+    wall = parse_duration(args.wall_budget, "--wall-budget") or math.inf
+
+    def save(res: dict) -> None:
+        if out is not None:
+            out.write_text(json.dumps(res))
+
+    if arm == "random_blocks":
+        res = random_arm(args, seed, wall, lambda rows: save({"arm": arm, "seed": seed, "steps": rows}))
+        save(res)
+        return res
+    cfg = config(args, arm, seed)
+    tr = Trainer(cfg, log=lambda s: print(f"[{arm} s{seed}] {s}", flush=True))
+    res = {"arm": arm, "seed": seed, "steps": [], "warm": tr.warm_info}
+    res["steps"] = trainer_steps(tr, cfg, f"{arm} s{seed}", wall, lambda rows: save({**res, "steps": rows}))
+    save(res)
+    return res
+
+
+def warm(args, seeds: list[int], llm_arms: bool) -> tuple[dict, dict]:
+    """Train (or load) the shared warm start once, then run each seed's bootstrap (if any), before the arms."""
+    if not llm_arms:
+        return {}, {}
     import torch
 
+    from ttlab.common.device import seed_everything
     from ttlab.discover.llm.policy import LLMPolicy
     from ttlab.discover.llm.warmstart import warm_start
     from ttlab.discover.prompts import ANSWER_PREFIXES
     from ttlab.discover.tasks import get_task
 
-    cfg = config(args, "trained")
+    cfg = config(args, "trained", seeds[0])
     torch.set_num_threads(max(1, args.threads))
-    pol = LLMPolicy(cfg.policy, torch.device("cpu"), seed=args.seed,
+    seed_everything(cfg.seed)
+    pol = LLMPolicy(cfg.policy, torch.device("cpu"), seed=cfg.seed,
                     answer_prefix=ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task)))
-    info = warm_start(pol, cfg.warm, log=lambda s: print(s, flush=True))
-    return info, (bootstrap(args, pol) if args.bootstrap_steps else [])
+    info = {}
+    if cfg.warm_start:
+        info = warm_start(pol, cfg.warm, log=lambda s: print(s, flush=True), prompt_format=cfg.prompt_format)
+    boots = {s: bootstrap(args, pol, s) for s in seeds} if args.bootstrap_steps else {}
+    return info, boots
 
 
-def summary(rows: list[dict]) -> dict:
+def arm_summary(rows: list[dict]) -> dict:
     import numpy as np
 
-    def mean(key, sl):
-        v = [r[key] for r in rows[sl] if r.get(key) is not None]
-        return float(np.mean(v)) if v else float("nan")
+    def mean(key, sl=slice(0, None)):
+        v = [r[key] for r in rows[sl] if r.get(key) is not None and not (isinstance(r[key], float) and math.isnan(r[key]))]
+        return float(np.mean(v)) if v else None
 
-    return {"valid_first3": mean("valid_rate", slice(0, 3)), "valid_steps2to4": mean("valid_rate", slice(1, 4)),
-            "reward_steps2to4": mean("reward_mean", slice(1, 4)), "valid_all": mean("valid_rate", slice(0, None)), "valid_last3": mean("valid_rate", slice(-3, None)),
+    caps = [r["adv/beta_at_cap_frac"] for r in rows if r.get("adv/beta_at_cap_frac") is not None]
+    best = [r["tree/best_score"] for r in rows if r.get("tree/best_score") is not None]
+    return {"steps": len(rows), "evals": rows[-1]["evals"] if rows else 0, "wall_s": rows[-1]["wall_s"] if rows else 0,
+            "best_c5": min(best) if best else None, "valid_all": mean("valid_rate"),
+            "valid_first3": mean("valid_rate", slice(0, 3)), "valid_last3": mean("valid_rate", slice(-3, None)),
             "reward_first3": mean("reward_mean", slice(0, 3)), "reward_last3": mean("reward_mean", slice(-3, None)),
-            "parse_first3": mean("parse_rate", slice(0, 3)), "parse_last3": mean("parse_rate", slice(-3, None)),
-            "best_c5": min((r["tree/best_score"] for r in rows if r.get("tree/best_score") is not None),
-                           default=float("nan")),
-            "step_s_mean": mean("time/step_s", slice(0, None))}
+            "beta_mean": mean("adv/beta_mean"),
+            "steps_beta_at_cap_frac": float(np.mean([c > 0 for c in caps])) if caps else None,
+            "step_s_mean": mean("time/step_s"), "generate_s_mean": mean("time/generate_s"),
+            "evaluate_s_mean": mean("time/evaluate_s"), "learn_s_mean": mean("time/learn_s")}
+
+
+def targets(summary: dict) -> dict:
+    """The comparison per seed: TTT below frozen; both LLM arms below random_blocks (lower C5 is better)."""
+    out = {}
+    for seed, arms in summary.items():
+        b = {a: s.get("best_c5") for a, s in arms.items()}
+        row = {}
+        if b.get("trained") is not None and b.get("frozen") is not None:
+            row["ttt_minus_frozen"] = b["trained"] - b["frozen"]
+        if b.get("random_blocks") is not None:
+            for a in ("trained", "frozen"):
+                if b.get(a) is not None:
+                    row[f"{a}_minus_random_blocks"] = b[a] - b["random_blocks"]
+        out[seed] = row
+    n = len(out)
+    return {"per_seed": out, "ttt_below_frozen": f"{sum(r.get('ttt_minus_frozen', 1) < 0 for r in out.values())}/{n}",
+            "llm_arms_below_random": f"{sum(r.get('trained_minus_random_blocks', 1) < 0 and r.get('frozen_minus_random_blocks', 1) < 0 for r in out.values())}/{n}"}
+
+
+COLORS = {"trained": (31, 119, 180), "frozen": (255, 127, 14), "random_blocks": (44, 160, 44)}
 
 
 def plot_pil(res: dict, path: Path) -> None:
-    """The same three panels drawn with PIL (matplotlib is not a ttlab dependency)."""
+    """Best C5 so far against sandbox evaluations, one panel per seed, drawn with PIL."""
     from PIL import Image, ImageDraw
 
-    W, H, pad = 420, 300, 40
-    img = Image.new("RGB", (3 * W, H + 30), "white")
+    seeds = list(res["runs"])
+    W, H, pad = 420, 300, 48
+    img = Image.new("RGB", (max(1, len(seeds)) * W, H + 40), "white")
     d = ImageDraw.Draw(img)
-    d.text((10, 5), f"TTT-Discover SmolLM2-135M Erdos, {res['rollouts_per_step']} rollouts/step, T {res.get('temperature', 0.5)}, lr {res['lr']}"
-           f"{', shared bootstrap tree' if res.get('bootstrap', {}).get('steps') else ''}: trained (blue) vs frozen (orange)", fill="black")
-    keys = (("valid_rate", "valid rate"), ("reward_mean", "mean reward (1/C5, invalid 0)"),
-            ("tree/best_score", "best C5 so far"))
-    for p, (key, title) in enumerate(keys):
-        x0, y0 = p * W + pad, 30 + pad
-        w, h = W - 2 * pad, H - 2 * pad
-        series = {arm: [(r["step"], r[key]) for r in a.get("steps", []) if r.get(key) is not None]
-                  for arm, a in res["arms"].items()}
+    d.text((10, 5), f"{res['title']}: best C5 so far vs sandbox evaluations; TTT (blue), frozen (orange), "
+           "random blocks (green)", fill="black")
+    for p, seed in enumerate(seeds):
+        x0, y0, w, h = p * W + pad, 40 + pad // 2, W - 2 * pad + 20, H - 2 * pad
+        series = {arm: [(r["evals"], r["tree/best_score"]) for r in a.get("steps", [])
+                        if r.get("tree/best_score") is not None] for arm, a in res["runs"][seed].items()}
         ys = [y for v in series.values() for _, y in v] or [0.0, 1.0]
         lo, hi = min(ys), max(ys)
-        hi = hi if hi > lo else lo + 1.0
+        hi = hi if hi > lo else lo + 1e-6
         n = max((x for v in series.values() for x, _ in v), default=1)
         d.rectangle([x0, y0, x0 + w, y0 + h], outline="gray")
-        d.text((x0, y0 - 14), title, fill="black")
-        d.text((x0 - 38, y0), f"{hi:.4g}", fill="black")
-        d.text((x0 - 38, y0 + h - 10), f"{lo:.4g}", fill="black")
-        d.text((x0 + w - 40, y0 + h + 4), f"step {n}", fill="black")
-        for arm, color in (("trained", (31, 119, 180)), ("frozen", (255, 127, 14))):
-            pts = [(x0 + w * (x - 1) / max(1, n - 1), y0 + h * (1 - (y - lo) / (hi - lo))) for x, y in series.get(arm, [])]
+        d.text((x0, y0 - 14), f"seed {seed}", fill="black")
+        d.text((x0 - 46, y0), f"{hi:.5f}", fill="black")
+        d.text((x0 - 46, y0 + h - 10), f"{lo:.5f}", fill="black")
+        d.text((x0 + w - 70, y0 + h + 4), f"{n} evaluations", fill="black")
+        for arm, pts0 in series.items():
+            pts = [(x0 + w * x / max(1, n), y0 + h * (1 - (y - lo) / (hi - lo))) for x, y in pts0]
             if len(pts) > 1:
-                d.line(pts, fill=color, width=2)
+                d.line(pts, fill=COLORS.get(arm, (0, 0, 0)), width=2)
             for q in pts:
-                d.ellipse([q[0] - 3, q[1] - 3, q[0] + 3, q[1] + 3], fill=color)
+                d.ellipse([q[0] - 3, q[1] - 3, q[0] + 3, q[1] + 3], fill=COLORS.get(arm, (0, 0, 0)))
     img.save(path)
 
 
@@ -185,91 +289,136 @@ def plot(res: dict, path: Path) -> None:
     except ImportError:
         plot_pil(res, path)
         return
-
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
-    for arm, style in (("trained", "-o"), ("frozen", "--s")):
-        rows = res["arms"].get(arm, {}).get("steps", [])
-        x = [r["step"] for r in rows]
-        ax[0].plot(x, [r["valid_rate"] for r in rows], style, label=arm)
-        ax[1].plot(x, [r["reward_mean"] for r in rows], style, label=arm)
-        ax[2].plot(x, [r["tree/best_score"] for r in rows], style, label=arm)
-    for a, t in zip(ax, ("valid rate per step", "mean verified reward (1/C5; invalid = 0)", "best C5 so far"),
-                    strict=True):
-        a.set_title(t)
-        a.set_xlabel("TTT step")
-        a.grid(alpha=0.3)
-    ax[0].legend()
-    fig.suptitle(f"TTT-Discover, SmolLM2-135M (warm-started LoRA), Erdős, {res['rollouts_per_step']} rollouts/step, "
-                 f"T {res.get('temperature', 0.5)}, lr {res['lr']:g}, 2 CPU cores")
+    seeds = list(res["runs"])
+    fig, axes = plt.subplots(1, max(1, len(seeds)), figsize=(4.6 * max(1, len(seeds)), 3.8), squeeze=False)
+    for ax, seed in zip(axes[0], seeds, strict=False):
+        for arm, a in res["runs"][seed].items():
+            rows = [r for r in a.get("steps", []) if r.get("tree/best_score") is not None]
+            ax.plot([r["evals"] for r in rows], [r["tree/best_score"] for r in rows], "-o", ms=3,
+                    label={"trained": "TTT"}.get(arm, arm), color=[c / 255 for c in COLORS.get(arm, (0, 0, 0))])
+        ax.set_title(f"seed {seed}")
+        ax.set_xlabel("sandbox evaluations")
+        ax.set_ylabel("best C5 so far (lower is better)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(res["title"])
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
 
+def parse_seeds(args) -> list[int]:
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()] if args.seeds else [args.seed]
+    if args.tuning_seed in seeds:
+        raise SystemExit(f"--seeds {args.seeds}: the tuning seed {args.tuning_seed} cannot be an evaluation seed")
+    return seeds
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="cpu_smollm2", help="train preset of the LLM arms (cpu_smollm2_blocks for 3 arms)")
+    ap.add_argument("--model", default="", help="override the preset's model (a tiny HF directory in tests)")
+    ap.add_argument("--backend", default="", help="override the preset's sampler (hf | llama)")
+    ap.add_argument("--arms", default="trained,frozen", help=f"comma-separated subset of {','.join(ARMS)}")
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=1, help="the evaluation seed when --seeds is not given")
+    ap.add_argument("--seeds", default="", help="comma-separated evaluation seeds, e.g. 1,2,3")
+    ap.add_argument("--tuning-seed", type=int, default=0,
+                    help="the seed hyperparameters were chosen on (recorded; never an evaluation seed)")
+    ap.add_argument("--wall-budget", default="", help="wall-clock budget per arm and seed, e.g. 40m (empty: none)")
+    ap.add_argument("--jobs", type=int, default=2, help="arms run side by side as processes (0: in this process)")
     ap.add_argument("--lr", type=float, default=0.0, help="override the preset's learning rate")
     ap.add_argument("--states-per-step", type=int, default=0, help="override the preset's states per step")
     ap.add_argument("--rollouts-per-state", type=int, default=0, help="override the preset's rollouts per state")
+    ap.add_argument("--max-new-tokens", type=int, default=0, help="override the preset's completion cap")
     ap.add_argument("--fail-mode", default="", choices=("", "floor", "zero"),
                     help="failed rollouts' place per group (default: the preset's)")
     ap.add_argument("--temperature", type=float, default=0.0, help="override the preset's sampling temperature")
     ap.add_argument("--probe-update", action="store_true",
-                    help="trained arm: log each update's log-prob change of positive / negative-advantage completions")
+                    help="TTT arm: log each update's log-prob change of positive / negative-advantage completions")
     ap.add_argument("--bootstrap-steps", type=int, default=0,
-                    help="frozen steps run once from fresh roots before the arms; both arms start from its tree")
+                    help="frozen steps run once per seed from fresh roots; the LLM arms start from its tree")
     ap.add_argument("--bootstrap-temperature", type=float, default=0.5, help="sampling temperature of the bootstrap")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads per arm (the arms run side by side)")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per arm")
     ap.add_argument("--runs", default=str(ROOT / "runs"))
     ap.add_argument("--tag", default=time.strftime("%Y%m%d_%H%M%S"))
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "discover_ttt" / "discover_ttt.json"))
     ap.add_argument("--png", default=str(ROOT / "runs" / "bench" / "discover_ttt" / "discover_ttt.png"))
-    ap.add_argument("--arms", default="trained,frozen", help="comma-separated subset of trained,frozen")
     ap.add_argument("--plot-only", default="", help="redraw the PNG of an existing result JSON and exit")
     ap.add_argument("--arm", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--arm-seed", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--arm-out", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.plot_only:
         plot(json.loads(Path(args.plot_only).read_text()), Path(args.png))
         return
     if args.arm:
-        run_arm(args)
+        run_arm(args, args.arm, args.arm_seed, Path(args.arm_out))
         return
-    t0 = time.time()
-    load0 = os.getloadavg()
-    commit0 = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                                capture_output=True, text=True).stdout.strip())
-    warm_info, boot_rows = warm(args)
-    procs, outs = {}, {}
-    for arm in [a.strip() for a in args.arms.split(",") if a.strip()]:
-        if arm not in ("trained", "frozen"):
-            raise SystemExit(f"--arms: unknown arm {arm!r} (trained, frozen)")
-        outs[arm] = Path(args.runs) / f"ttt_{arm}_{args.tag}.json"
-        outs[arm].parent.mkdir(parents=True, exist_ok=True)
-        procs[arm] = subprocess.Popen([sys.executable, __file__, "--arm", arm, "--arm-out", str(outs[arm]),
-                                       *sys.argv[1:], "--tag", args.tag], env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
-    codes = {arm: p.wait() for arm, p in procs.items()}
-    arms = {arm: json.loads(o.read_text()) if o.exists() else {"steps": []} for arm, o in outs.items()}
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    res = {"benchmark": "discover_ttt", "model": "smollm2-135m (Q4_1 GGUF dequantised to float32)",
-           "task": "erdos", "preset": "cpu_smollm2", "steps": args.steps, "lr": config(args, "trained").lr,
-           "rollouts_per_step": config(args, "trained").states_per_step * config(args, "trained").rollouts_per_state,
-           "states_per_step": config(args, "trained").states_per_step, "fail_mode": config(args, "trained").fail_mode,
-           "seed": args.seed, "threads_per_arm": args.threads, "temperature": config(args, "trained").temperature,
-           "bootstrap": {"steps": args.bootstrap_steps, "temperature": args.bootstrap_temperature, "rows": boot_rows,
-                         "tree": repo_relative(bootstrap_tree(args)) if args.bootstrap_steps else ""}, "exit_codes": codes, "warm_start": warm_info,
-           "summary": {arm: summary(a["steps"]) for arm, a in arms.items() if a["steps"]},
-           "arms": arms, "commit": commit, "commit_start": commit0, "dirty_start": dirty, "nproc": os.cpu_count(), "loadavg_start": load0,
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    bad = [a for a in arms if a not in ARMS]
+    if bad or not arms:
+        raise SystemExit(f"--arms {args.arms}: unknown arm(s) {bad} (choose from {', '.join(ARMS)})")
+    if args.bootstrap_steps and "random_blocks" in arms:
+        raise SystemExit("--bootstrap-steps: the random_blocks arm starts from the seed's fresh roots; drop one of them")
+    try:
+        parse_duration(args.wall_budget, "--wall-budget")  # a bad budget fails before any work
+    except UserError as e:
+        raise SystemExit(str(e)) from None
+    seeds = parse_seeds(args)
+    t0, load0 = time.time(), os.getloadavg()
+    git = ["git", "-C", str(ROOT)]
+    commit0 = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = bool(subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                text=True).stdout.strip())
+    llm = [a for a in arms if a != "random_blocks"]
+    warm_info, boots = warm(args, seeds, bool(llm))
+    runs: dict[str, dict] = {str(s): {} for s in seeds}
+    jobs = [(s, a) for s in seeds for a in arms]
+    if args.jobs <= 0:
+        for s, a in jobs:
+            runs[str(s)][a] = run_arm(args, a, s)
+    else:
+        outs = {(s, a): Path(args.runs) / f"ttt_{a}_{args.tag}_s{s}.json" for s, a in jobs}
+        pending, live = list(jobs), {}
+        while pending or live:
+            while pending and len(live) < args.jobs:
+                s, a = pending.pop(0)
+                outs[(s, a)].parent.mkdir(parents=True, exist_ok=True)
+                live[(s, a)] = subprocess.Popen(
+                    [sys.executable, __file__, *sys.argv[1:], "--tag", args.tag, "--arm", a, "--arm-seed", str(s),
+                     "--arm-out", str(outs[(s, a)])], env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
+            time.sleep(1.0)
+            for key, p in list(live.items()):
+                if p.poll() is not None:
+                    del live[key]
+        for (s, a), o in outs.items():
+            runs[str(s)][a] = json.loads(o.read_text()) if o.exists() else {"steps": []}
+    c = preset_config(args, seeds[0])
+    summary = {seed: {a: arm_summary(r.get("steps", [])) for a, r in arms_.items()} for seed, arms_ in runs.items()}
+    res = {"benchmark": "discover_ttt", "model": c.policy.model, "task": c.task, "preset": args.preset,
+           "prompt_format": c.prompt_format, "sampler": c.policy.backend, "arms": arms, "seeds": seeds,
+           "tuning_seed": args.tuning_seed, "steps": args.steps, "lr": c.lr, "temperature": c.policy.temperature,
+           "rollouts_per_step": c.states_per_step * c.rollouts_per_state, "states_per_step": c.states_per_step,
+           "program_budget_s": c.program_budget_s, "wall_budget": args.wall_budget or "none",
+           "fail_mode": c.fail_mode, "threads_per_arm": args.threads, "jobs": args.jobs,
+           "title": f"TTT-Discover {args.preset}, Erdős, {c.states_per_step * c.rollouts_per_state} programs/step, "
+                    f"T {c.policy.temperature}, lr {c.lr:g}",
+           "bootstrap": {"steps": args.bootstrap_steps, "temperature": args.bootstrap_temperature,
+                         "rows": {str(s): r for s, r in boots.items()},
+                         "trees": {str(s): repo_relative(bootstrap_tree(args, s)) for s in boots}},
+           "warm_start": warm_info, "summary": summary, "targets": targets(summary), "runs": runs,
+           "commit": subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+           "commit_start": commit0, "dirty_start": dirty, "nproc": os.cpu_count(), "loadavg_start": load0,
            "loadavg_end": os.getloadavg(), "wall_s": round(time.time() - t0, 1)}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1))
     plot(res, Path(args.png))
-    line = {k: res[k] for k in ("benchmark", "steps", "summary", "wall_s", "loadavg_start", "loadavg_end", "commit")}
+    line = {k: res[k] for k in ("benchmark", "preset", "seeds", "steps", "targets", "wall_s", "loadavg_start",
+                                "loadavg_end", "commit")}
+    line["best_c5"] = {seed: {a: s["best_c5"] for a, s in arms_.items()} for seed, arms_ in summary.items()}
     print(json.dumps(line), flush=True)
 
 

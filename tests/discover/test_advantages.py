@@ -192,3 +192,15 @@ def test_group_betas_are_the_betas_the_advantages_use(fail_mode):
         assert np.allclose(entropic_loo(x, beta), adv[sl]), k
         assert beta != pytest.approx(solve_beta(rewards[sl][valid[sl]]))  # the stale raw-reward beta differs
     assert group_betas(np.ones(3), np.ones(3, bool), ["a"] * 3) == []  # no signal, no beta
+
+
+def test_beta_at_cap_is_reported_when_valid_samples_nearly_tie_above_a_failure():
+    from ttlab.discover.advantages import BETA_MAX, beta_at_cap, group_betas_at_cap, solve_beta
+
+    ties = np.array([0.0] + [1.0 - 1e-9] * 6 + [1.0])  # a failure at 0, seven valid samples 1e-9 apart
+    b = solve_beta(ties)
+    assert b == pytest.approx(BETA_MAX, rel=1e-6) and beta_at_cap(ties, b)
+    spread = np.array([0.0, 0.2, 0.4, 0.6, 1.0])
+    assert not beta_at_cap(spread, solve_beta(spread))  # an even spread is solved well below the cap
+    r = np.concatenate([ties * 2.6, [0.0, 2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6]])
+    assert group_betas_at_cap(r, r > 0, [0] * 8 + [1] * 8, "zero") == [True, False]

@@ -136,5 +136,57 @@ def test_demo_skips_ttt_and_says_so_when_the_warm_start_is_not_cached(tmp_path, 
     (tmp_path / "cache" / "warmstart" / "0123456789ab" / "adapter.safetensors").write_bytes(b"x")
     monkeypatch.setattr("ttlab.discover.demo.warm_start_dir",
                         lambda cfg: tmp_path / "cache" / "warmstart" / "ffffffffffff")
+    monkeypatch.setattr("ttlab.discover.demo.shipped_dir", lambda cfg: None)  # nothing shipped either
     line = demo.ttt_line(tmp_path / "out")
-    assert "SKIPPED" in line and "not cached" in line and "TTLAB_DEMO_TTT=1" in line
+    assert "SKIPPED" in line and "ttlab discover warmstart --preset" in line and "TTLAB_DEMO_TTT=1" in line
+
+
+def test_blocks_sft_examples_are_blocks_prompts_with_random_block_programs_that_run():
+    from ttlab.discover.blocks import with_blocks
+    from ttlab.discover.prompts import BLOCKS_API, BLOCKS_HEAD, blocks_answer_prefix
+    from ttlab.discover.sandbox import Job, Limits, SandboxPool
+
+    data = sft_examples(WarmStartConfig(groups=5, per_group=2, seed=0), prompt_format="blocks")
+    assert len(data) == 5 and all(BLOCKS_API in p for p, _ in data)
+    prefix = blocks_answer_prefix(get_task("erdos"))
+    codes = []
+    for _, comps in data:
+        for c in comps:
+            code = extract_code(prefix + c)
+            assert code is not None and code.startswith(BLOCKS_HEAD.strip()) and "eb.finish(h)" in code
+            codes.append(code)
+    parent = np.full(16, 0.5)
+    with SandboxPool(1, Limits(wall_s=20.0)) as pool:
+        res = pool.submit(Job(with_blocks(codes[0]), parent, 1.0, seed=0)).result()
+    assert res.ok, res.reason
+    assert get_task("erdos").verify(res.output).valid
+    with pytest.raises(ValueError, match="prompt-format"):
+        sft_examples(WarmStartConfig(), prompt_format="full")
+
+
+def test_a_shipped_adapter_is_found_by_its_key_and_loaded_instead_of_training(tmp_path, monkeypatch, tiny_dir):
+    from ttlab.discover.config import TrainConfig
+    from ttlab.discover.llm import warmstart as ws
+
+    monkeypatch.setenv("TTLAB_CACHE", str(tmp_path / "cache"))
+    cfg = TrainConfig(policy=PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8),
+                      warm=WarmStartConfig(groups=2, per_group=2, seed=0), threads=1)
+    shipped = tmp_path / "pretrained"
+    d = ws.build_shipped(cfg, shipped / "tiny", "ttlab discover warmstart --preset tiny", log=lambda *_: None)
+    meta = __import__("json").loads((d / "config.json").read_text())
+    assert meta["command"].startswith("ttlab discover warmstart") and meta["loss_last"] is not None
+    assert ws.shipped_dir(cfg, shipped) == d
+    other = TrainConfig(policy=cfg.policy, warm=WarmStartConfig(groups=3, per_group=2, seed=0))
+    assert ws.shipped_dir(other, shipped) is None  # another warm-start config: no match
+
+    import shutil
+    shutil.rmtree(tmp_path / "cache")  # no local cache: the shipped copy must be what loads
+    pol = LLMPolicy(cfg.policy, torch.device("cpu"), answer_prefix=answer_prefix(get_task("erdos")))
+    monkeypatch.setattr(ws, "sft", lambda *a, **k: pytest.fail("trained although a shipped adapter matches"))
+    info = ws.warm_start(pol, cfg.warm, log=lambda *_: None, shipped_root=shipped)
+    assert info["shipped"] == "tiny"
+    from safetensors.torch import load_file
+    saved = load_file(str(d / "adapter.safetensors"))
+    state = pol.adapter_state()
+    assert all(torch.equal(state[k], saved[k].float()) for k in saved)
+    assert any(v.abs().sum() > 0 for k, v in state.items() if "lora_B" in k)  # not the zero init

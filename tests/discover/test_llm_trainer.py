@@ -246,3 +246,23 @@ def test_every_rollout_records_its_program_and_parent_and_a_copy_earns_nothing(t
     assert copies and all(x["verdict"] == "copy" and x["valid"] and not x["counted"] for x in copies)
     assert m["rollout/copy_rate"] == pytest.approx(len(copies) / 12)
     assert all(n.program != program_hash(copy) for n in tr.tree.nodes.values())
+
+
+def test_block_programs_run_in_the_trainer_with_the_blocks_bundled_and_beta_caps_are_logged(tiny_dir, tmp_path,
+                                                                                          monkeypatch):
+    """A completion that imports `erdos_blocks` runs in the sandbox (the trainer bundles the module), and the
+    tree stores the program as written (unbundled)."""
+    from ttlab.discover.random_blocks import random_program
+
+    progs = [random_program(np.random.default_rng(k))[0] for k in range(3)]
+    monkeypatch.setattr(trainer_mod, "extract_code", lambda text: progs[len(text) % 3])
+    tr = Trainer(cfg_for(tiny_dir, tmp_path, "blocks", states_per_step=1, rollouts_per_state=3,
+                         prompt_format="blocks"), log=lambda *_: None)
+    try:
+        m = tr.step()
+    finally:
+        tr.close()
+    assert m["rollout/valid_rate"] > 0
+    assert 0.0 <= m["adv/beta_at_cap_frac"] <= 1.0 or m["adv/beta_at_cap_frac"] != m["adv/beta_at_cap_frac"]
+    kids = [n for n in tr.tree.nodes.values() if n.parent_id]
+    assert kids and all(n.code.startswith("import numpy as np\nimport erdos_blocks as eb") for n in kids)

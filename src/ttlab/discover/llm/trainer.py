@@ -5,6 +5,7 @@ One step:
 2. build one prompt per state and sample `rollouts_per_state` completions each, in chunks of
    `gen_batch_size`; each chunk's programs go to the executor (local sandbox pool or Ray) as soon as they
    exist, so evaluation runs while the next chunk is generated;
+   (a program that imports the Erdős building blocks, `--prompt-format blocks`, is sent with them bundled);
 3. verify every returned construction with the task (the only source of scores), judge its provenance
    (`provenance.py`: a copy of a published reference, a `--known` construction or another lineage's state
    earns a failed sample's reward and never becomes a state), record expansions and new children in the
@@ -37,7 +38,8 @@ from ttlab.common.checkpoint import (
 from ttlab.common.device import resolve_device, seed_everything
 from ttlab.common.logging import Logger, progress
 from ttlab.common.runs import make_run_dir
-from ttlab.discover.advantages import group_advantages, group_betas
+from ttlab.discover.advantages import group_advantages, group_betas, group_betas_at_cap
+from ttlab.discover.blocks import with_blocks
 from ttlab.discover.config import TrainConfig
 from ttlab.discover.llm.generation import Generation
 from ttlab.discover.llm.learn import learn
@@ -77,7 +79,7 @@ class Trainer:
         self.policy = policy or LLMPolicy(cfg.policy, self.device, seed=cfg.seed, answer_prefix=self.answer_prefix)
         self.warm_info: dict[str, Any] = {}
         if cfg.warm_start and cfg.task == "erdos":
-            self.warm_info = warm_start(self.policy, cfg.warm, log=log)
+            self.warm_info = warm_start(self.policy, cfg.warm, log=log, prompt_format=cfg.prompt_format)
         elif cfg.warm_start:
             log(f"--warm-start: no program grammar for task {cfg.task!r}; starting from the plain model")
         self.opt = torch.optim.Adam(self.policy.trainable_parameters(), lr=cfg.lr,
@@ -158,8 +160,9 @@ class Trainer:
                 gens.append(g)
                 codes.append(code)
                 parent = self.tree.nodes[sids[j]].array()
-                futs.append(None if code is None else
-                            self.executor.submit(Job(code, parent, cfg.program_budget_s, seed=int(seeds[j]))))
+                # a program that imports the building blocks gets them bundled (the tree stores it unwrapped)
+                futs.append(None if code is None else self.executor.submit(
+                    Job(with_blocks(code), parent, cfg.program_budget_s, seed=int(seeds[j]))))
         t_gen_end = time.perf_counter()
         results: list[tuple[SandboxResult | None, VerifyResult]] = []
         deadline = time.monotonic() + batch_deadline_s(len(futs), cfg.workers, self.limits)
@@ -192,6 +195,7 @@ class Trainer:
             adv = np.clip(adv, -cfg.adv_clip, cfg.adv_clip)
         # the beta each kept group was solved for (on its scaled rewards, failures included)
         betas = group_betas(rewards, valid, sids, cfg.fail_mode) if cfg.advantage == "entropic" else []
+        capped = group_betas_at_cap(rewards, valid, sids, cfg.fail_mode) if cfg.advantage == "entropic" else []
         t0 = time.perf_counter()
         lstats = {"learn/samples": 0} if cfg.frozen else learn(self.policy, self.opt, gens, adv, keep, cfg)
         if self.device.type == "cuda":
@@ -210,6 +214,7 @@ class Trainer:
             "rollout/code_rate": float(np.mean([c is not None for c in codes])) if codes else 0.0,
             "rollout/copy_rate": float(np.mean([pr.verdict == "copy" for pr in provs])) if provs else 0.0,
             "adv/beta_mean": float(np.mean(betas)) if betas else float("nan"),
+            "adv/beta_at_cap_frac": float(np.mean(capped)) if capped else float("nan"),
             "adv/kept_frac": float(keep.mean()) if keep.size else 0.0,
             "adv/abs_max_raw": adv_raw_max,
             "rollout/parse_rate": float(np.mean([c is not None for c in codes])) if codes else 0.0,

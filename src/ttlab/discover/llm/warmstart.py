@@ -11,8 +11,17 @@ where P_b is drawn from the grammar, half the time from P_a's loop family (copy 
 from any family (rewrite). Settings are random, so P_b is not tied to P_a's numbers. The score shown in an
 SFT prompt is drawn at random in the range the search visits (the warm start does not run programs). Several
 completions share one prompt (`group_logprobs`: one prompt forward per group), which is what makes a few
-CPU minutes enough. The adapter is saved in PEFT layout and cached by its config
+CPU minutes enough. With `--prompt-format blocks` the prompts are the blocks prompt and the programs are
+draws of the random-blocks grammar (`random_blocks.random_program`): the warm start teaches the blocks API
+and the answer format, and TTT then has to find which compositions score (the random-blocks proposer is the
+same grammar sampled blindly, the baseline). The adapter is saved in PEFT layout and cached by its config
 (`~/.cache/ttlab/warmstart/<digest>`), so the evidence run, the demo and the CLI reuse it.
+
+Shipped adapters: `ttlab discover warmstart --preset NAME` writes the adapter (float16 safetensors) and a
+`config.json` holding its machine-independent key (`shipped_key`), the SFT losses and the command, to
+`src/ttlab/discover/pretrained/<preset>/`. `warm_start` loads such a directory when its key matches the
+run's (same config, LoRA shape, answer prefix, grammar source and GGUF file), so a fresh clone skips the
+SFT; any change to those makes the key differ and the adapter is trained again.
 """
 
 from __future__ import annotations
@@ -29,19 +38,35 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ttlab.common.checkpoint import atomic_write_text
+from ttlab.common.device import seed_everything
+from ttlab.discover import random_blocks
 from ttlab.discover.config import TrainConfig, WarmStartConfig
 from ttlab.discover.llm import corpus
 from ttlab.discover.llm.corpus import PROGRAM_HEAD, mutate_program, sample_program
-from ttlab.discover.llm.models import cache_root, resolve_model
+from ttlab.discover.llm.models import BUILTIN, cache_root, gguf_source, resolve_model
 from ttlab.discover.llm.policy import LLMPolicy
-from ttlab.discover.prompts import ANSWER_PREFIXES, PromptState, build_compact_prompt
+from ttlab.discover.prompts import (
+    ANSWER_PREFIXES,
+    BLOCKS_HEAD,
+    PromptState,
+    build_blocks_prompt,
+    build_compact_prompt,
+)
 from ttlab.discover.tasks import get_task
 
+PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
+"""Shipped warm-start adapters, one directory per preset (`ttlab discover warmstart` writes them)."""
 
-def sft_examples(cfg: WarmStartConfig, task_name: str = "erdos") -> list[tuple[str, list[str]]]:
+
+def sft_examples(cfg: WarmStartConfig, task_name: str = "erdos", prompt_format: str = "compact"
+                 ) -> list[tuple[str, list[str]]]:
     """[(prompt, [completion text, ...])]: the SFT corpus (deterministic in `cfg.seed`)."""
     if task_name != "erdos":
         raise ValueError(f"warm start: the program grammar covers the erdos task only, not {task_name!r}")
+    if prompt_format == "blocks":
+        return blocks_examples(cfg)
+    if prompt_format != "compact":
+        raise ValueError(f"warm start: no corpus for --prompt-format {prompt_format!r} (compact or blocks)")
     task = get_task(task_name)
     rng = np.random.default_rng(cfg.seed)
     out = []
@@ -62,12 +87,39 @@ def sft_examples(cfg: WarmStartConfig, task_name: str = "erdos") -> list[tuple[s
     return out
 
 
+def blocks_examples(cfg: WarmStartConfig) -> list[tuple[str, list[str]]]:
+    """The blocks corpus: blocks prompts (a root, or a random block program as the parent) with random block
+    programs as completions (the answer prefix `BLOCKS_HEAD` is given, so it is cut from each)."""
+    task = get_task("erdos")
+    rng = np.random.default_rng(cfg.seed)
+    out = []
+    for _ in range(cfg.groups):
+        if rng.random() < cfg.root_frac:
+            parent, score = "", float(rng.uniform(0.40, 0.49))
+        else:
+            parent, score = random_blocks.random_program(rng)[0], float(rng.uniform(0.3809, 0.40))
+        prompt = build_blocks_prompt(task, PromptState(code=parent, score=score))
+        comps = []
+        for _ in range(cfg.per_group):
+            code = random_blocks.random_program(rng)[0]
+            assert code.startswith(BLOCKS_HEAD)
+            comps.append(code[len(BLOCKS_HEAD):] + "```")
+        out.append((prompt, comps))
+    return out
+
+
+def _grammar_source(answer_prefix: str) -> str:
+    """The source of the grammar a warm start trains on (part of its key)."""
+    mod = random_blocks if BLOCKS_HEAD in answer_prefix else corpus
+    return inspect.getsource(mod)
+
+
 def key_digest(cfg: WarmStartConfig, model_path, lora_rank: int, lora_alpha: int, target_modules: str,
                answer_prefix: str) -> str:
     """The cache key of a warm start: its config, the resolved model, the LoRA shape, the answer prefix and
-    the grammar's source (`corpus.py`)."""
+    the grammar's source (`corpus.py`, or `random_blocks.py` for the blocks format)."""
     key = json.dumps({"cfg": asdict(cfg), "model": str(model_path), "rank": lora_rank, "alpha": lora_alpha,
-                      "targets": target_modules, "prefix": answer_prefix, "corpus": inspect.getsource(corpus)},
+                      "targets": target_modules, "prefix": answer_prefix, "corpus": _grammar_source(answer_prefix)},
                      sort_keys=True)
     return hashlib.sha1(key.encode()).hexdigest()[:12]
 
@@ -75,6 +127,40 @@ def key_digest(cfg: WarmStartConfig, model_path, lora_rank: int, lora_alpha: int
 def digest(cfg: WarmStartConfig, policy: LLMPolicy) -> str:
     return key_digest(cfg, policy.path, policy.cfg.lora_rank, policy.cfg.lora_alpha, policy.cfg.target_modules,
                       policy.answer_prefix)
+
+
+def model_identity(spec: str) -> str:
+    """A machine-independent name of the base model: a built-in name with its GGUF file's size, else the spec
+    (a local directory or file never matches a shipped adapter made from a built-in model)."""
+    spec = (spec or "").strip()
+    gguf = gguf_source(spec) if spec in BUILTIN else None
+    return f"{spec}:{gguf.stat().st_size}" if gguf is not None else f"local:{spec}"
+
+
+def shipped_key(cfg: WarmStartConfig, model: str, lora_rank: int, lora_alpha: int, target_modules: str,
+                answer_prefix: str) -> str:
+    """The key a shipped adapter is stored under: like `key_digest` but with `model_identity` instead of the
+    resolved model path (which names this machine's cache)."""
+    key = json.dumps({"cfg": asdict(cfg), "model": model_identity(model), "rank": lora_rank, "alpha": lora_alpha,
+                      "targets": target_modules, "prefix": answer_prefix, "corpus": _grammar_source(answer_prefix)},
+                     sort_keys=True)
+    return hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+def policy_shipped_key(cfg: WarmStartConfig, policy: LLMPolicy) -> str:
+    p = policy.cfg
+    return shipped_key(cfg, p.model, p.lora_rank, p.lora_alpha, p.target_modules, policy.answer_prefix)
+
+
+def find_shipped(key: str, root: Path = PRETRAINED_DIR) -> Path | None:
+    """The shipped adapter directory whose config.json holds `key`, or None."""
+    for cfg_file in sorted(Path(root).glob("*/config.json")):
+        try:
+            if json.loads(cfg_file.read_text()).get("key") == key and (cfg_file.parent / "adapter.safetensors").is_file():
+                return cfg_file.parent
+        except (OSError, json.JSONDecodeError):
+            continue
+    return None
 
 
 def warm_start_dir(cfg: TrainConfig) -> Path:
@@ -86,9 +172,9 @@ def warm_start_dir(cfg: TrainConfig) -> Path:
                                                    p.target_modules, prefix)
 
 
-def sft(policy: LLMPolicy, cfg: WarmStartConfig, log=print) -> dict:
+def sft(policy: LLMPolicy, cfg: WarmStartConfig, log=print, prompt_format: str = "compact") -> dict:
     """Train the policy's LoRA adapter in place on the corpus; returns {loss_first, loss_last, seconds}."""
-    data = sft_examples(cfg)
+    data = sft_examples(cfg, prompt_format=prompt_format)
     eos = int(policy.eos_ids[0])
     opt = torch.optim.Adam(policy.trainable_parameters(), lr=cfg.lr)
     rng = np.random.default_rng(cfg.seed + 1)
@@ -117,15 +203,25 @@ def sft(policy: LLMPolicy, cfg: WarmStartConfig, log=print) -> dict:
             "seconds": time.perf_counter() - t0, "examples": len(data) * cfg.per_group * cfg.epochs}
 
 
-def warm_start(policy: LLMPolicy, cfg: WarmStartConfig, cache: bool = True, log=print) -> dict:
-    """Load the cached warm-start adapter for (cfg, model, LoRA shape), or train and cache it."""
+def warm_start(policy: LLMPolicy, cfg: WarmStartConfig, cache: bool = True, log=print,
+               prompt_format: str = "compact", shipped_root: Path | None = PRETRAINED_DIR) -> dict:
+    """Load the cached warm-start adapter for (cfg, model, LoRA shape), else a shipped one with the same key,
+    else train (and cache) it."""
     d = cache_root() / "warmstart" / digest(cfg, policy)
     if cache and (d / "adapter.safetensors").is_file():
         policy.load_adapter_state(load_file(str(d / "adapter.safetensors")))
         info = json.loads((d / "info.json").read_text())
         log(f"warm start: loaded {d}")
         return {**info, "cached": True}
-    info = sft(policy, cfg, log)
+    shipped = find_shipped(policy_shipped_key(cfg, policy), shipped_root) if cache and shipped_root else None
+    if shipped is not None:
+        state = {k: v.float() for k, v in load_file(str(shipped / "adapter.safetensors")).items()}
+        policy.load_adapter_state(state)
+        info = json.loads((shipped / "config.json").read_text())
+        log(f"warm start: loaded the shipped adapter {shipped.name}")
+        return {**{k: info.get(k) for k in ("loss_first", "loss_last", "seconds", "examples", "key")},
+                "cached": True, "shipped": shipped.name}
+    info = sft(policy, cfg, log, prompt_format)
     if cache:
         d.mkdir(parents=True, exist_ok=True)
         tmp = d / "adapter.safetensors.tmp"
@@ -133,3 +229,40 @@ def warm_start(policy: LLMPolicy, cfg: WarmStartConfig, cache: bool = True, log=
         tmp.replace(d / "adapter.safetensors")
         atomic_write_text(d / "info.json", json.dumps({**info, "config": asdict(cfg)}))
     return {**info, "cached": False}
+
+
+def export_shipped(policy: LLMPolicy, cfg: WarmStartConfig, out_dir: Path, info: dict, command: str,
+                   prompt_format: str) -> Path:
+    """Write the policy's current adapter as a shipped warm start: adapter.safetensors (float16) + config.json."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state = {k: v.to(torch.float16).contiguous() for k, v in policy.adapter_state().items()}
+    tmp = out_dir / "adapter.safetensors.tmp"
+    save_file(state, str(tmp))
+    tmp.replace(out_dir / "adapter.safetensors")
+    p = policy.cfg
+    meta = {"key": policy_shipped_key(cfg, policy), "model": model_identity(p.model), "prompt_format": prompt_format,
+            "lora_rank": p.lora_rank, "lora_alpha": p.lora_alpha, "target_modules": p.target_modules,
+            "warm": asdict(cfg), "dtype": "float16", "command": command,
+            **{k: info.get(k) for k in ("loss_first", "loss_last", "seconds", "examples")}}
+    atomic_write_text(out_dir / "config.json", json.dumps(meta, indent=1) + "\n")
+    return out_dir
+
+
+def shipped_dir(cfg: TrainConfig, root: Path = PRETRAINED_DIR) -> Path | None:
+    """The shipped adapter a train config's warm start would load (None: none matches). Loads no weights."""
+    prefix = ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))
+    p = cfg.policy
+    return find_shipped(shipped_key(cfg.warm, p.model, p.lora_rank, p.lora_alpha, p.target_modules, prefix), root)
+
+
+def build_shipped(cfg: TrainConfig, out_dir: Path, command: str, log=print) -> Path:
+    """`ttlab discover warmstart`: the warm start of `cfg` (from the local cache, or trained now, never from a
+    shipped copy), written as a shipped adapter to `out_dir`."""
+    if cfg.threads > 0:
+        torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed)  # as the trainer does before it builds the policy: the same LoRA init
+    prefix = ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))
+    policy = LLMPolicy(cfg.policy, torch.device("cpu"), seed=cfg.seed, answer_prefix=prefix)
+    info = warm_start(policy, cfg.warm, log=log, prompt_format=cfg.prompt_format, shipped_root=None)
+    return export_shipped(policy, cfg.warm, out_dir, info, command, cfg.prompt_format)
