@@ -28,6 +28,9 @@ from ttlab.worldmodel.train import build_datasets, train
 from ttlab.worldmodel.visuals import rollout_gif, strip_png
 from ttlab.worldmodel.weights import load_world_model
 
+HORIZON = 24
+"""Rollout frames (the blend is fitted for lags 1..HORIZON - n_ctx: an episode of 120 raw steps at interval 5 has no
+lag 24)."""
 PREDICTORS = (("model", "the model"), ("copy_last", "copy-last"), ("mean_frame", "mean frame"),
               ("blend", "blend (fitted)"))
 
@@ -70,11 +73,11 @@ def run(out_dir: Path, device: str = "auto", episodes: int = 24, episode_steps: 
     step("fitting copy-last / mean-frame / blend on training episodes", 0.75)
     _, val_ds = build_datasets(cfg, run_dir / "action_stats.json")
     train_eps = np.setdiff1d(np.arange(len(val_ds.source)), val_ds.episodes)
-    base = fit_baselines(val_ds.source, train_eps, cfg.frame_interval, max_lag=24)
+    base = fit_baselines(val_ds.source, train_eps, cfg.frame_interval, max_lag=HORIZON - cfg.n_ctx)
     step("scoring held-out windows", 0.8)
     w = score_windows(wm.model, wm.obj, val_ds, base, cfg.n_ctx, cfg.sample_steps, count=128)
     step("scoring 24-frame held-out rollouts", 0.9)
-    ro = score_rollouts(wm.model, wm.obj, val_ds, base, cfg.n_ctx, cfg.sample_steps, horizon=24, max_episodes=8)
+    ro = score_rollouts(wm.model, wm.obj, val_ds, base, cfg.n_ctx, cfg.sample_steps, horizon=HORIZON, max_episodes=8)
     x, p1, _, po = w.pop("_first")
     gt, rp, rpo = ro.pop("_first")
     step("drawing the strip and the rollout GIF", 0.97)
