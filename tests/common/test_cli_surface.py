@@ -4,6 +4,7 @@ stderr with exit code 2 (no traceback, nothing created on disk); `--debug` shows
 from __future__ import annotations
 
 import importlib
+import re
 
 import pytest
 
@@ -11,6 +12,7 @@ from ttlab.cli import SYSTEMS
 from ttlab.cli import main as ttlab_main
 from ttlab.common.config import ConfigError
 from ttlab.common.errors import set_debug
+from ttlab.drive.presets import TRAIN_PRESETS
 
 
 def _commands(system: str) -> list[str]:
@@ -30,6 +32,24 @@ def test_every_subcommand_answers_help(system, cmd, capsys):
     assert ttlab_main([system, cmd, "--help"]) == 0
     out = capsys.readouterr().out
     assert "--" in out, f"ttlab {system} {cmd} --help printed no flags"
+    assert "(default: .)" not in out, f"ttlab {system} {cmd} --help shows '.' for an unset path (use Path | None)"
+
+
+def test_system_help_lists_the_same_presets_as_drive_train(capsys):
+    assert ttlab_main(["drive", "train", "--help"]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("presets (--preset NAME):"))
+    train = {p.strip() for p in line.split(":", 1)[1].split(",")}
+    assert ttlab_main(["drive", "--help"]) == 0
+    listed = re.search(r"--preset ([a-z0-9_|]+)\)", capsys.readouterr().out).group(1)
+    assert set(listed.split("|")) == train == set(TRAIN_PRESETS)
+
+
+@pytest.mark.parametrize("cmd", ["convert", "render", "eval"])
+def test_no_debug_preset_where_it_means_nothing(cmd, capsys):
+    assert ttlab_main(["drive", cmd, "--help"]) == 0
+    assert "--preset" not in capsys.readouterr().out
+    assert ttlab_main(["drive", cmd, "--preset", "debug"]) == 2
+    assert "--preset debug: this command has no presets" in capsys.readouterr().err
 
 
 BAD_INPUTS = [

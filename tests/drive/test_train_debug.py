@@ -9,8 +9,7 @@ import torch
 
 from ttlab.common.checkpoint import CheckpointError, load_checkpoint
 from ttlab.drive.cli import main as drive_main
-from ttlab.drive.evaluate import debug as eval_debug
-from ttlab.drive.evaluate import evaluate
+from ttlab.drive.evaluate import EvalConfig, evaluate
 from ttlab.drive.presets import debug
 from ttlab.drive.train import coplayer_assignment, train
 
@@ -72,15 +71,14 @@ def test_cli_train_then_eval_writes_trial_metrics(tmp_path):
     assert drive_main(["train", "--preset", "debug", "--root", str(tmp_path), "--run-name", "c"]) == 0
     out = tmp_path / "eval.json"
     stem = tmp_path / "drive" / "c" / "checkpoints" / "latest"
-    assert drive_main(["eval", "--preset", "debug", "--checkpoint", str(stem), "--out", str(out)]) == 0
+    assert drive_main(["eval", "--mode", "trial", "--scenarios", "procedural:n=4,agents=4", "--num-envs", "2",
+                       "--episodes", "1", "--device", "cpu", "--checkpoint", str(stem), "--out", str(out)]) == 0
     m = json.loads(out.read_text())
     assert {"trial_0_score", "trial_1_score", "ada_delta_trial_1_minus_0"} <= set(m)
 
 
 def test_eval_missing_checkpoint_names_the_file(tmp_path):
-
-
-    cfg = eval_debug()
-    cfg.checkpoint, cfg.out = str(tmp_path / "nope"), tmp_path / "e.json"
+    cfg = EvalConfig(mode="trial", scenarios="procedural:n=4,agents=4", num_envs=2, episodes=1, device="cpu",
+                     checkpoint=str(tmp_path / "nope"), out=tmp_path / "e.json")
     with pytest.raises(CheckpointError, match="nope"):
         evaluate(cfg)

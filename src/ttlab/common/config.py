@@ -94,6 +94,8 @@ def parse_config(
     name, rest = _split_preset(argv)
     name = name or default_preset
     if name is not None:
+        if not presets:
+            raise ConfigError(f"--preset {name}: this command has no presets")
         if name not in presets:
             known = ", ".join(sorted(presets)) or "(none)"
             raise ConfigError(f"unknown preset {name!r}; known presets: {known}")

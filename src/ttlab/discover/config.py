@@ -282,7 +282,7 @@ class TrainConfig:
     """Address-space limit per program (MiB)."""
     init_states: int = 4
     """Initial constructions (tree roots) of a new run."""
-    init_tree: str = ""
+    init_tree: Path | None = None
     """Start a new run from this tree (the tree.json of an earlier run, e.g. a shared bootstrap step) instead
     of `init_states` fresh roots. Every construction in it is re-verified; its scores are the verifier's."""
     puct_c: float = 1.0

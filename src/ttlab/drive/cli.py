@@ -56,12 +56,8 @@ class RenderConfig:
     logs, `--k-trials` trials)."""
 
 
-def render_presets() -> dict:
-    return {"debug": lambda: RenderConfig(steps=10, size=128, out=Path("runs/drive/render_debug.gif"))}
-
-
 def render_main(argv: list[str]) -> int:
-    cfg = parse_config(RenderConfig, render_presets(), argv, prog="ttlab drive render")
+    cfg = parse_config(RenderConfig, None, argv, prog="ttlab drive render")
     if cfg.checkpoint is not None:
         return _render_policy(cfg)
     device = resolve_device(cfg.device)

@@ -251,7 +251,7 @@ def _evaluate_partners(cfg: EvalConfig, env, policy, partners, scenarios: str, c
 
 
 def main(argv: list[str]) -> int:
-    cfg = parse_config(EvalConfig, {"debug": debug}, argv, prog="ttlab drive eval")
+    cfg = parse_config(EvalConfig, None, argv, prog="ttlab drive eval")
     out = evaluate(cfg)  # bad input raises before anything is written; the CLI boundary prints it on one line
     short = ("_score", "_goal_rate", "_minus_0", "_goal_rate_stderr", "_pairs")
     keys = [k for k in out if k.startswith(("trial_", "ada_delta_trial_")) and k.endswith(short)]
@@ -262,8 +262,3 @@ def main(argv: list[str]) -> int:
                 ("_score", "_minus_0", "_time_to_goal"))))
     print(f"wrote {cfg.out}")
     return 0
-
-
-def debug() -> EvalConfig:
-    """Tiny trial evaluation matching the `debug` training preset."""
-    return EvalConfig(mode="trial", scenarios="procedural:n=4,agents=4", num_envs=2, episodes=1, device="cpu")

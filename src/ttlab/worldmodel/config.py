@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar
 
 from ttlab.worldmodel.diffusion import DiffusionConfig
@@ -24,10 +25,10 @@ class TrainConfig:
     """Raw steps between kept frames (their actions are concatenated)."""
     val_fraction: float = 0.1
     """Fraction of episodes held out for validation (split by episode)."""
-    val_list: str = ""
+    val_list: Path | None = None
     """CSGO: a published split list (Vid2World `test_split*.txt`, one file name per line): those episodes are
     the validation set, every other file trains (replaces val_fraction)."""
-    val_starts: str = ""
+    val_starts: Path | None = None
     """CSGO, with val_list: published start indices (Vid2World `csgo_validation_start_indices*.npy`): validation
     window i starts at raw step starts[i] of the i-th listed file in sorted path order; eval scores them all."""
     toy_episodes: int = 64

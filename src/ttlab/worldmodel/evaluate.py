@@ -48,7 +48,7 @@ class EvalConfig:
     """Local weights for LPIPS / FID (Inception) / FVD (I3D)."""
     video_clips: int = 4
     """Clips in the GT-vs-prediction mp4."""
-    out: Path = Path("")
+    out: Path | None = None
     """Output directory (default: <run>/eval)."""
     ema: bool = True
     """Use the EMA weights."""
@@ -110,7 +110,7 @@ def evaluate(cfg: EvalConfig) -> dict:
             vid_pred.append(pp[:cfg.video_clips].cpu())
     res = {k: v / n for k, v in sums.items()}
     res.update(learned.compute())
-    out_dir = cfg.out if str(cfg.out) not in ("", ".") else run_dir_of(cfg.checkpoint) / "eval"
+    out_dir = cfg.out if cfg.out is not None else run_dir_of(cfg.checkpoint) / "eval"
     video = write_mp4(out_dir / "gt_vs_pred.mp4", side_by_side(torch.cat(vid_gt)[:cfg.video_clips],
                                                                 torch.cat(vid_pred)[:cfg.video_clips]), fps=4)
     report = {"step": wm.step, "samples": n, "n_ctx": cfg.n_ctx, "steps": sp.steps, "mode": sp.mode,

@@ -48,8 +48,8 @@ class PlayConfig:
     """Quit after this many generated frames (0 = until Esc)."""
     script: str = ""
     """Scripted keys, one per frame (L R U D .); implies max_frames = len(script)."""
-    record: Path = Path("")
-    """Write the played frames to this mp4."""
+    record: Path | None = None
+    """Write the played frames to this mp4 (default: none)."""
     device: str = "auto"
     """auto | cpu | cuda."""
     seed: int = 0
@@ -126,7 +126,7 @@ def play(cfg: PlayConfig) -> dict:
     finally:
         pygame.quit()
     res = {"frames": n, "directions": directions}
-    if str(cfg.record) not in ("", ".") and shown:
+    if cfg.record is not None and shown:
         res["video"] = str(write_mp4(cfg.record, np.stack(shown), fps=cfg.fps))
     return res
 

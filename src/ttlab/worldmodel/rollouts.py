@@ -30,10 +30,10 @@ class RolloutConfig:
 
     checkpoint: Path = Path("runs/wm/latest")
     """A run directory or a weights export stem."""
-    actions: Path = Path("")
-    """Raw actions .npy (T, A) per raw step (the dataset's layout); empty = the episode's own actions."""
-    start: Path = Path("")
-    """Start frames .npy uint8 (Fs, H, W, 3); empty = the first frames of `episode`."""
+    actions: Path | None = None
+    """Raw actions .npy (T, A) per raw step (the dataset's layout); default: the episode's own actions."""
+    start: Path | None = None
+    """Start frames .npy uint8 (Fs, H, W, 3); default: the first frames of `episode`."""
     episode: int = 0
     """Episode of the training dataset to take the start clip (and ground truth) from."""
     horizon: int = 32
@@ -42,7 +42,7 @@ class RolloutConfig:
     """Context frames kept by the sliding window."""
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     """How each window is sampled (steps 0 = the run's own)."""
-    out: Path = Path("")
+    out: Path | None = None
     """Output directory (default: <run>/rollout)."""
     seed: int = 0
     """Sampling seed."""
@@ -69,7 +69,7 @@ def rollout_run(cfg: RolloutConfig) -> dict:
     iv = tc.frame_interval
     sp = cfg.sampler.resolve(tc.sample_steps)
     gt = None
-    if str(cfg.actions) in ("", ".") or str(cfg.start) in ("", "."):
+    if cfg.actions is None or cfg.start is None:
         src = open_episodes(tc)
         if not 0 <= cfg.episode < len(src):
             raise ValueError(f"--episode {cfg.episode}: the dataset has {len(src)} episodes")
@@ -79,10 +79,10 @@ def rollout_run(cfg: RolloutConfig) -> dict:
         if src.is_latent:
             raise ValueError("rollout from a latent dataset needs --start frames (pixels)")
         gt = to_model_frames(src.frames(cfg.episode, idx))  # (H', 3, H, W)
-    if str(cfg.actions) not in ("", "."):
+    if cfg.actions is not None:
         raw_actions = np.load(cfg.actions).astype(np.float32)
     horizon = min(cfg.horizon, raw_actions.shape[0] // iv + 1)
-    start = gt[:cfg.n_ctx] if str(cfg.start) in ("", ".") else to_model_frames(np.load(cfg.start))[:cfg.n_ctx]
+    start = gt[:cfg.n_ctx] if cfg.start is None else to_model_frames(np.load(cfg.start))[:cfg.n_ctx]
     acts = torch.from_numpy(frame_actions(raw_actions, wm.action_mean, wm.action_std, iv, horizon))[None].to(dev)
     x0 = start[None].to(dev)  # (1, n_ctx, 3, H, W)
     if codec is not None:
@@ -92,7 +92,7 @@ def rollout_run(cfg: RolloutConfig) -> dict:
                   mode=sp.mode, history_noise=sp.history_noise, clip=1.0 if codec is None else None, generator=g,
                   eta=sp.eta)
     frames = decode(codec, out)[0].cpu()  # (horizon, 3, H, W)
-    out_dir = cfg.out if str(cfg.out) not in ("", ".") else run_dir_of(cfg.checkpoint) / "rollout"
+    out_dir = cfg.out if cfg.out is not None else run_dir_of(cfg.checkpoint) / "rollout"
     res: dict = {"frames": int(frames.shape[0]), "window": tc.num_frames, "n_ctx": cfg.n_ctx}
     if gt is not None and gt.shape[0] >= frames.shape[0]:
         g_ = gt[:frames.shape[0]]

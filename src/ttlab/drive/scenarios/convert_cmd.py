@@ -38,12 +38,8 @@ class ConvertConfig:
     such as ragged per-step arrays or missing optional fields, are repaired the same way and each is reported)."""
 
 
-def presets() -> dict:
-    return {"debug": lambda: ConvertConfig(workers=1, shard_size=2)}
-
-
 def main(argv: list[str]) -> int:
-    cfg = parse_config(ConvertConfig, presets(), argv, prog="ttlab drive convert")
+    cfg = parse_config(ConvertConfig, None, argv, prog="ttlab drive convert")
     if cfg.workers < 1 or cfg.shard_size < 1:
         raise UserError("--workers and --shard-size must be >= 1")
     if not cfg.src.is_dir():
