@@ -116,6 +116,18 @@ def step_table(rows: list[dict]) -> list[str]:
     return out
 
 
+def learned_live(rows: list[dict], lr: float) -> str:
+    """What the TTT arm learned in this run, as a phrase: a step updates the LoRA only when its group's verified
+    rewards differ (a group of failures has zero advantages and no loss)."""
+    ttt = [r for r in rows if r["arm"] == "TTT"]
+    updated = sum(1 for r in ttt if r.get("learn/samples", 0) > 0)
+    if updated == 0:
+        return (f"nothing: in none of the {len(ttt)} TTT steps did the verified rewards differ within a group (valid "
+                "rate " + " / ".join(f"{r['rollout/valid_rate']:.2f}" for r in ttt) + "), so no LoRA update was made")
+    return (f"{updated} LoRA update(s) of the TTT arm in {len(ttt)} steps, from the verified rewards of its own "
+            f"programs in this run (entropic advantages, lr {lr:g})")
+
+
 def run_arm(cfg, out_dir: Path, arm: str) -> list[dict]:
     cfg.frozen = arm == "frozen"
     cfg.root, cfg.run_name = str(out_dir.parent), f"ttt_smollm2_{arm}"
@@ -157,7 +169,6 @@ def ttt_line(out_dir: Path, frozen_if_under_s: float = 150.0) -> str:
     lines = [f"- TTT-Discover with SmolLM2-135M, preset `{name}` ({cfg.prompt_format} prompt, T = "
              f"{cfg.policy.temperature}, sampler {cfg.policy.backend}): {cfg.steps} steps x {cfg.rollouts_per_state} "
              "programs, each sandboxed and verified.",
-             f"  Shipped: {shipped}. Learned live: the {cfg.steps} LoRA updates of the TTT arm, from the verified "
-             f"rewards of its own programs in this run (entropic advantages, lr {cfg.lr:g}){frozen}. Runs in "
+             f"  Shipped: {shipped}. Learned live: {learned_live(rows, cfg.lr)}{frozen}. Runs in "
              f"`{out_dir.parent / 'discover'}`.", "", *step_table(rows)]
     return "\n".join(lines)
