@@ -1,4 +1,4 @@
-"""Why random starts stop short of the Erdős record: basins, not resolution (issue 18, item 1).
+"""Why random starts stop short of the Erdős record: basins, not resolution.
 
 Measurements with the library's smoothed minimax (`library/erdos_lse.py`, run in-process: this studies the
 optimiser, it claims no bound; `discover search` / `polish` are the sandboxed paths). The measurements are

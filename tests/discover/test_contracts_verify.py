@@ -1,4 +1,4 @@
-"""Both program contracts, the seed's output format in `verify`, and the verifier's bounds (issue 16)."""
+"""Both program contracts, the seed's output format in `verify`, and the verifier's bounds."""
 
 import json
 import time

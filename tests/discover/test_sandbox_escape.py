@@ -1,4 +1,4 @@
-"""Hostile programs aimed at the parent and the host, written as an attacker would (issue 16).
+"""Hostile programs aimed at the parent and the host, written as an attacker would.
 
 Each attack class that once got through has a test here: links and FIFOs in place of output files,
 forged result/meta channels and .npy header bombs, trees that defeat cleanup, writes that outlive the

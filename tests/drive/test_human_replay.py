@@ -1,4 +1,4 @@
-"""Human-replay evaluation in trial mode (issue 15, item 2): the ego drives, every other logged agent replays
+"""Human-replay evaluation in trial mode: the ego drives, every other logged agent replays
 its log rewound at every trial; logged agents enter when their valid window starts and leave when it ends;
 trial resets stay bit-identical; `ttlab drive eval --mode human_replay` reports paired trial metrics."""
 

@@ -1,4 +1,4 @@
-"""Population play (issue 15, item 1): the learner's metrics count its own agents only, co-players are
+"""Population play: the learner's metrics count its own agents only, co-players are
 reported apart (`coplayer/...`), and each co-player policy steps only the rows it drives."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Procedural scenarios (issue 3 + the adaptation families of issue 4): contracts the simulator relies on."""
+"""Procedural scenarios (and the adaptation families): contracts the simulator relies on."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""The self-play driving preset (issue 15, item 5) and the training time limit its benchmark uses."""
+"""The self-play driving preset and the training time limit its benchmark uses."""
 
 from __future__ import annotations
 

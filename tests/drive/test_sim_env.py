@@ -1,4 +1,4 @@
-"""DriveEnv (issue 3): layout, invariance, log replay, determinism, events, goals, rewards, roles."""
+"""DriveEnv: layout, invariance, log replay, determinism, events, goals, rewards, roles."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""The trial contract (DESIGN.md "drive: the trial contract", issue 4), one test per clause."""
+"""The trial contract (DESIGN.md "drive: the trial contract"), one test per clause."""
 
 import numpy as np
 import pytest

@@ -136,7 +136,7 @@ TRAIN_PRESETS = {"default": default, "adaptive_k2": adaptive_k2, "adaptive_k4": 
 
 
 def selfplay() -> TrainConfig:
-    """A self-play agent that drives (issue 15): every vehicle of procedural scenes (<= 8 per scene) is a learner
+    """A self-play agent that drives: every vehicle of procedural scenes (<= 8 per scene) is a learner
     agent; aimed at >= 0.95 goal rate with collision + offroad <= 0.03 on held-out scenes within 60 minutes on 2
     CPU cores (`benchmarks/drive_selfplay.py`). One trial per episode (an ego that reaches its goal leaves the
     map; the episode ends when every ego has left or after 91 ticks, then a new scene), which is exactly what
@@ -158,7 +158,7 @@ TRAIN_PRESETS["selfplay"] = selfplay
 
 
 def selfplay_yield() -> TrainConfig:
-    """`selfplay` with what sessions 7-11 found (docs/notes/drive-selfplay2.md): 2048 training scenes (no
+    """`selfplay` with what the self-play tuning found (docs/notes/drive-selfplay2.md): 2048 training scenes (no
     generalisation gap), the lr annealed linearly to 0, a nonlinear partner encoder that also reads each partner's
     constant-velocity closest approach (`policy.partner_encoder = "kinematic"`), and a penalty of 0.05 per tick on
     a collision course (`env.reward_conflict`), the dense signal for giving way that a collision penalty alone
