@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, ImageDraw
 
 from ttlab.worldmodel.data.pusht import generate_pusht, motion_stats, rollout_episode
 from ttlab.worldmodel.diffusion import Objective
@@ -38,6 +37,7 @@ from ttlab.worldmodel.presets import pusht_cpu
 from ttlab.worldmodel.scorecard import fit_baselines, score_rollouts, score_windows
 from ttlab.worldmodel.throughput import matmul_peak, train_step_rate
 from ttlab.worldmodel.train import build_datasets, build_model_config, train
+from ttlab.worldmodel.visuals import rollout_gif, strip_png
 from ttlab.worldmodel.weights import load_world_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,45 +47,6 @@ def git_rev() -> str:
     """HEAD, with -dirty when tracked files differ from it."""
     run = lambda *a: subprocess.run(["git", *a], cwd=ROOT, capture_output=True, text=True).stdout.strip()  # noqa: E731
     return run("rev-parse", "HEAD") + ("-dirty" if run("status", "--porcelain", "--untracked-files=no") else "")
-
-
-def to_uint8(x: torch.Tensor) -> np.ndarray:
-    """(..., C, H, W) in [-1, 1] -> uint8 (..., H, W, C)."""
-    return ((x.float().clamp(-1, 1) + 1) * 127.5).round().to(torch.uint8).movedim(-3, -1).numpy()
-
-
-def strip_png(path: Path, rows: list[tuple[str, torch.Tensor]], scale: int = 2) -> None:
-    """rows of (label, frames (T, C, H, W)) -> one PNG, frames left to right, rows top to bottom."""
-    label_w, pad = 96, 2
-    H, W = rows[0][1].shape[-2:]
-    width = label_w + max(len(f) for _, f in rows) * (W * scale + pad)
-    img = Image.new("RGB", (width, len(rows) * (H * scale + pad)), (255, 255, 255))
-    draw = ImageDraw.Draw(img)
-    for r, (label, frames) in enumerate(rows):
-        y = r * (H * scale + pad)
-        draw.text((2, y + H * scale // 2 - 5), label, fill=(0, 0, 0))
-        for k, fr in enumerate(to_uint8(frames)):
-            img.paste(Image.fromarray(fr).resize((W * scale, H * scale), Image.NEAREST), (label_w + k * (W * scale + pad), y))
-    img.save(path)
-
-
-def rollout_gif(path: Path, columns: list[tuple[str, torch.Tensor]], scale: int = 2, fps: int = 4) -> int:
-    """columns of (label, frames (N, T, C, H, W)) -> a GIF: episodes as rows, predictors as columns; bytes."""
-    N, T, _, H, W = columns[0][1].shape
-    pad, head = 2, 12
-    frames = []
-    for t in range(T):
-        img = Image.new("RGB", (len(columns) * (W * scale + pad), head + N * (H * scale + pad)), (255, 255, 255))
-        draw = ImageDraw.Draw(img)
-        for c, (label, v) in enumerate(columns):
-            draw.text((c * (W * scale + pad) + 2, 0), f"{label}" if t else f"{label} t0", fill=(0, 0, 0))
-            for n in range(N):
-                tile = Image.fromarray(to_uint8(v[n, t])).resize((W * scale, H * scale), Image.NEAREST)
-                img.paste(tile, (c * (W * scale + pad), head + n * (H * scale + pad)))
-        draw.text((2, img.height - 10), f"frame {t}", fill=(200, 0, 0))
-        frames.append(img.convert("P", palette=Image.ADAPTIVE, colors=32))
-    frames[0].save(path, save_all=True, append_images=frames[1:], duration=int(1000 / fps), loop=0, optimize=True)
-    return path.stat().st_size
 
 
 def r(x, n=4):
@@ -225,7 +186,7 @@ def main() -> None:
     strip_png(out_dir / "strip.png", rows)
     n_gif = min(3, gt.shape[0])
     gif_bytes = rollout_gif(out_dir / "rollouts.gif", [("truth", gt[:n_gif]), ("model", rp[:n_gif]),
-                                                       ("other actions", rpo[:n_gif])])
+                                                       ("other actions", rpo[:n_gif])]).stat().st_size
 
     names = ("model", "model_other_actions", "copy_last", "mean_frame", "blend")
     keys = ("psnr", "ssim", "tee_px", "tee_deg", "agent_px", "tee_ink_ratio", "agent_ink_ratio")
