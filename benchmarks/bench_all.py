@@ -55,7 +55,7 @@ def quick_commands(out: Path) -> dict[str, list[str]]:
                                 "--jobs", "1", "--out", str(out / "drive_partner_adapt" / "drive_partner_adapt.json"),
                                 "--png", str(out / "drive_partner_adapt" / "drive_partner_adapt.png")],
         "wm_evidence": ["benchmarks/wm_evidence.py", "--data", str(out / "wm_evidence" / "data"), "--episodes", "8",
-                        "--episode-steps", "60", "--max-steps", "4", "--eval-windows", "4", "--rollout-episodes", "1",
+                        "--episode-steps", "150", "--max-steps", "4", "--eval-windows", "4", "--rollout-episodes", "1",
                         "--run-name", "bench_quick", "--out-dir", str(out / "wm_evidence")],
     }
 

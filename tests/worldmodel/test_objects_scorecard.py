@@ -15,7 +15,7 @@ from ttlab.worldmodel.objects import (
     pose_targets,
     read_poses,
 )
-from ttlab.worldmodel.scorecard import fit_blend_alpha
+from ttlab.worldmodel.scorecard import fit_baselines, fit_blend_alpha
 
 
 @pytest.fixture(scope="module")
@@ -72,3 +72,20 @@ def test_blend_weight_is_the_least_squares_one():
     assert fit_blend_alpha(last, target, mean) == pytest.approx(0.3, abs=1e-6)
     assert fit_blend_alpha(last, last, mean) == pytest.approx(1.0, abs=1e-6)
     assert fit_blend_alpha(last, 2 * mean - last, mean) == 0.0  # clipped to [0, 1]
+
+
+class _ShortSource:
+    """Two 12-step episodes of random uint8 frames."""
+
+    def length(self, e: int) -> int:
+        return 12
+
+    def frames(self, e: int, idx: np.ndarray) -> np.ndarray:
+        rng = np.random.default_rng(e)
+        return rng.integers(0, 256, size=(len(idx), 8, 8, 3), dtype=np.uint8)
+
+
+def test_baselines_name_the_lag_that_episodes_are_too_short_for():
+    fit_baselines(_ShortSource(), np.arange(2), interval=5, max_lag=2)  # lags 1-2 fit in 12 steps
+    with pytest.raises(ValueError, match="lag 3 x frame interval 5 = 15 steps"):
+        fit_baselines(_ShortSource(), np.arange(2), interval=5, max_lag=3)

@@ -68,6 +68,10 @@ def fit_baselines(source, episodes: np.ndarray, interval: int, max_lag: int, fra
             f = episode_frames(source, int(e), np.concatenate([t0, t0 + k * interval]))
             last.append(f[:4])
             tgt.append(f[4:])
+        if not last:
+            raise ValueError(f"no training episode is longer than lag {k} x frame interval {interval} = "
+                             f"{k * interval} steps; the blend baseline needs episodes of more than "
+                             f"{max_lag * interval} steps")
         alphas.append(fit_blend_alpha(torch.cat(last), torch.cat(tgt), mean))
     return Baselines(mean, alphas)
 
