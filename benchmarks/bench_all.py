@@ -13,6 +13,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -56,7 +57,8 @@ def quick_commands(out: Path) -> dict[str, list[str]]:
                                 "--png", str(out / "drive_partner_adapt" / "drive_partner_adapt.png")],
         "wm_evidence": ["benchmarks/wm_evidence.py", "--data", str(out / "wm_evidence" / "data"), "--episodes", "8",
                         "--episode-steps", "150", "--max-steps", "4", "--eval-windows", "4", "--rollout-episodes", "1",
-                        "--run-name", "bench_quick", "--out-dir", str(out / "wm_evidence")],
+                        "--run-name", "bench_quick", "--root", str(out / "wm_evidence" / "runs"),
+                        "--out-dir", str(out / "wm_evidence")],
     }
 
 
@@ -90,6 +92,7 @@ def main() -> int:
         if only and name not in only:
             continue
         fig_dir = a.out / name
+        shutil.rmtree(fig_dir, ignore_errors=True)  # every figure starts from nothing, so `make bench` reruns
         fig_dir.mkdir(parents=True, exist_ok=True)
         print(f"== {name}: python {' '.join(argv)}", flush=True)
         t0 = time.time()

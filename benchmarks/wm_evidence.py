@@ -98,6 +98,7 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=0, help="override the preset's depth (0 keeps it)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--run-name", default="evidence")
+    ap.add_argument("--root", default="runs", help="runs root: the run is ROOT/wm/RUN_NAME")
     ap.add_argument("--resume", action="store_true", help="continue the run from its last checkpoint, same budget")
     ap.add_argument("--eval-only", action="store_true", help="score the existing run without training")
     ap.add_argument("--eval-windows", type=int, default=256)
@@ -122,7 +123,7 @@ def main() -> None:
     motion = {"ours_smooth": made.get("motion_interval5"),
               "earlier_scripted": motion_stats(old, [len(s) for s in old], 5, 64)}
 
-    cfg = replace(pusht_cpu(), data=str(data), threads=args.threads, run_name=args.run_name, root="runs",
+    cfg = replace(pusht_cpu(), data=str(data), threads=args.threads, run_name=args.run_name, root=args.root,
                   resume=args.resume)
     if args.hidden or args.depth:
         cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
