@@ -17,6 +17,10 @@ def test_clock_and_eta_golden():
     assert eta_text(30, 120, None) == "ETA <= 1m30s (budget 2m00s)"
     assert eta_text(150, 120, None) == "over budget by 30s (budget 2m00s)"
     assert eta_text(30, 120, 0.25) == "ETA 1m30s (budget 2m00s)"  # from the fraction done, not the budget
+    # a fraction reported at 30 s projects a 120-s stage: 40 s later 50 s are left, not a longer ETA
+    assert eta_text(70, 300, 0.25, frac_at=30) == "ETA 50s (budget 5m00s)"
+    # past the projection the budget decides
+    assert eta_text(130, 300, 0.25, frac_at=30) == "ETA <= 2m50s (budget 5m00s)"
 
 
 def _fake_stage(tmp_path, monkeypatch, body: str) -> None:
