@@ -55,10 +55,31 @@ def quick_commands(out: Path) -> dict[str, list[str]]:
                                 "--cores", "transformer,mlp", "--aux", "off", "--eval-envs", "4", "--eval-episodes", "1",
                                 "--jobs", "1", "--out", str(out / "drive_partner_adapt" / "drive_partner_adapt.json"),
                                 "--png", str(out / "drive_partner_adapt" / "drive_partner_adapt.png")],
-        "wm_evidence": ["benchmarks/wm_evidence.py", "--data", str(out / "wm_evidence" / "data"), "--episodes", "8",
-                        "--episode-steps", "150", "--max-steps", "4", "--eval-windows", "4", "--rollout-episodes", "1",
+        "wm_evidence": ["benchmarks/wm_evidence.py", "--data", str(out / "wm_evidence" / "data"), "--episodes", "24",
+                        "--episode-steps", "150", "--max-steps", "4", "--eval-windows", "4", "--rollout-episodes", "2",
                         "--run-name", "bench_quick", "--root", str(out / "wm_evidence" / "runs"),
                         "--out-dir", str(out / "wm_evidence")],
+        "wm_change_stats": ["benchmarks/wm_change_stats.py", "--data", str(out / "wm_evidence" / "data"), "--episodes", "4",
+                            "--out", str(out / "wm_change_stats" / "wm_change_stats.json")],
+        "wm_ablation": ["benchmarks/wm_ablation.py", "--arms", "pred_v,inj_adaln", "--steps", "2", "--batch", "4",
+                        "--target-steps", "2", "--data", str(out / "wm_evidence" / "data"), "--eval-windows", "4",
+                        "--rollout-horizon", "4", "--out", str(out / "wm_ablation" / "wm_ablation.json")],
+        "wm_step_speed": ["benchmarks/wm_step_speed.py", "--ref", "HEAD", "--steps", "1",
+                          "--out", str(out / "wm_step_speed" / "wm_step_speed.json")],
+        "drive_human_replay": ["benchmarks/drive_human_replay.py", "--k", "2", "--episodes", "1",
+                               "--out", str(out / "drive_human_replay" / "drive_human_replay.json")],
+        "discover_cpu_clock": ["benchmarks/discover_cpu_clock.py", "--budget-s", "4",
+                               "--out", str(out / "discover_cpu_clock" / "discover_cpu_clock.json")],
+        "discover_train": ["benchmarks/discover_train.py", "--steps", "1", "--rollouts", "4", "--max-new-tokens", "16"],
+        "discover_step_speed": ["benchmarks/discover_step_speed.py", "--variants", "llama", "--rollouts", "2",
+                                "--max-new-tokens", "8", "--gen-batch", "2", "--threads", "1",
+                                "--runs", str(out / "discover_step_speed" / "runs"),
+                                "--out", str(out / "discover_step_speed" / "step_speed.json")],
+        "discover_ttt": ["benchmarks/discover_ttt.py", "--preset", "cpu_smollm2_blocks",
+                         "--arms", "trained,frozen,random_blocks", "--seeds", "1", "--steps", "1",
+                         "--rollouts-per-state", "2", "--max-new-tokens", "16", "--jobs", "0",
+                         "--runs", str(out / "discover_ttt" / "runs"), "--out", str(out / "discover_ttt" / "discover_ttt.json"),
+                         "--png", str(out / "discover_ttt" / "discover_ttt.png")],
     }
 
 
@@ -77,8 +98,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "bench")
     ap.add_argument("--only", default="", help="comma-separated figures (default: all)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per figure")
+    ap.add_argument("--list", action="store_true", help="print {figure: script} as JSON and exit")
     a = ap.parse_args()
     cmds = quick_commands(a.out.resolve())
+    if a.list:
+        print(json.dumps({name: argv[0] for name, argv in cmds.items()}))
+        return 0
     only = [s for s in a.only.split(",") if s]
     unknown = sorted(set(only) - set(cmds))
     if unknown:
