@@ -103,21 +103,6 @@ def read_frames(path: str | Path, indices: Sequence[int] | np.ndarray | None = N
     return np.stack([got[int(k)] for k in want])  # (n, H, W, 3)
 
 
-def count_frames(path: str | Path) -> int:
-    """Frames in an mp4, counted by demuxing (no decoding)."""
-    import av  # deferred on purpose: PyAV is optional (only video files and images need it) and slow to import
-
-    path = Path(path)
-    if not path.is_file():
-        raise DataError("video file not found", path=path)
-    try:
-        with av.open(str(path)) as box:
-            st = box.streams.video[0]
-            return sum(1 for pkt in box.demux(st) if pkt.size > 0)
-    except (av.error.FFmpegError, IndexError) as e:
-        raise DataError(f"cannot read video ({type(e).__name__}: {e})", path=path) from None
-
-
 def decode_image(data: bytes, where: str | Path | None = None) -> np.ndarray:
     """PNG/JPEG bytes -> uint8 (H, W, 3) RGB."""
     import av  # deferred on purpose: PyAV is optional (only video files and images need it) and slow to import
