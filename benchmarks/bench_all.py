@@ -54,9 +54,11 @@ def quick_commands(out: Path) -> dict[str, list[str]]:
                                 "--cores", "transformer,mlp", "--aux", "off", "--eval-envs", "4", "--eval-episodes", "1",
                                 "--jobs", "1", "--out", str(out / "drive_partner_adapt" / "drive_partner_adapt.json"),
                                 "--png", str(out / "drive_partner_adapt" / "drive_partner_adapt.png")],
-        "wm_evidence": ["benchmarks/wm_evidence.py", "--data", str(out / "wm_evidence" / "data"), "--episodes", "8",
-                        "--episode-steps", "60", "--max-steps", "4", "--eval-windows", "4", "--rollout-episodes", "1",
-                        "--run-name", "bench_quick", "--out-dir", str(out / "wm_evidence")],
+        # the baselines are fitted up to 24 model frames (120 raw steps), rollouts need 2 held-out episodes, and each
+        # run trains into a new runs/wm/ directory
+        "wm_evidence": ["benchmarks/wm_evidence.py", "--data", str(out / "wm_evidence" / "data"), "--episodes", "24",
+                        "--episode-steps", "130", "--max-steps", "4", "--eval-windows", "4", "--rollout-episodes", "2",
+                        "--run-name", time.strftime("bench_quick_%Y%m%d_%H%M%S"), "--out-dir", str(out / "wm_evidence")],
     }
 
 
