@@ -35,59 +35,19 @@ from pathlib import Path
 
 import torch
 
-from ttlab.drive.adapt import apply_overrides
-from ttlab.drive.partner_adapt import evaluate_partner, train_partner
-from ttlab.drive.partner_eval import forgetful_ego
-from ttlab.drive.partner_scripted import MemoryEgo, TimedEgo
+from ttlab.drive.partner_adapt import (
+    arm_config,
+    memoryless_ceiling,
+    partner_targets,
+    run_arm,
+    scripted_references,
+    summarise,
+)
 from ttlab.drive.partners import HELD_OUT_PARTNERS
-from ttlab.drive.presets import PARTNER_HELD_OUT, TRAIN_PRESETS
+from ttlab.drive.presets import PARTNER_HELD_OUT
 
 RESULTS = Path(__file__).resolve().parents[1] / "runs" / "bench" / "drive_partner_adapt"
 SHADES = {"transformer": (31, 119, 180), "lstm": (44, 160, 44), "mlp": (230, 120, 20)}
-
-
-def _config(preset: str, core: str, aux: bool, overrides: dict):
-    cfg = TRAIN_PRESETS[preset]()
-    cfg.policy.core = core
-    cfg.policy.task_classes = len(cfg.partners) if aux else 0
-    cfg.ppo.aux_task_coef = 1.0 if aux else 0.0
-    return apply_overrides(cfg, overrides)
-
-
-def _short(m: dict, K: int) -> dict:
-    keep = [f"trial_{k}_{n}" for k in range(K) for n in ("score", "collision_rate", "time_to_goal")]
-    keep += [f"ada_delta_trial_{k}_minus_0{s}" for k in range(1, K) for s in ("", "_score_stderr")]
-    out = {k: round(m[k], 4) for k in keep if k in m}
-    out["ego_trials"] = m.get("ego_trials")
-    out["per_partner"] = {n: {k: round(v[k], 4) for k in keep if k in v} for n, v in m.get("per_partner", {}).items()}
-    return out
-
-
-def run_one(preset: str, core: str, aux: bool, seed: int, steps: int | None, minutes: float | None, eval_envs: int,
-            eval_episodes: int, threads: int, t_start: float, overrides: dict) -> dict:
-    """Train one arm and seed, then evaluate it on held-out scenes with the training and the held-out partners."""
-    torch.set_num_threads(threads)
-
-    def log(msg: str) -> None:
-        print(f"[{time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
-
-    cfg = _config(preset, core, aux, overrides)
-    log(f"train {core} aux={aux} seed {seed}")
-    policy, curve, facts = train_partner(cfg, seed, steps=steps, seconds=None if steps else 60 * minutes, log=log)
-    t0 = time.perf_counter()
-    K = cfg.env.k_trials
-    ev = {"train_partners": _short(evaluate_partner(cfg, policy, cfg.partners, 100 + seed, eval_episodes, eval_envs), K),
-          "held_out_partners": _short(evaluate_partner(cfg, policy, HELD_OUT_PARTNERS, 100 + seed, eval_episodes,
-                                                       eval_envs), K)}
-    # what carries the memory: trial 1 again with what the ego saw in trial 0 wiped (transformer: the clock kept;
-    # LSTM: everything), and (transformer) with what it saw kept but the clock told trial 0 ran its full length
-    for wipe in ("content", "clock") if core == "transformer" else ("content",) if core == "lstm" else ():
-        ev[f"train_partners_wipe_{wipe}"] = _short(evaluate_partner(cfg, forgetful_ego(policy, wipe), cfg.partners,
-                                                                    100 + seed, eval_episodes, eval_envs), K)
-    facts["eval_wall_s"] = round(time.perf_counter() - t0, 1)
-    log(f"eval {core} aux={aux} seed {seed}: Δ held-out scenes {ev['train_partners'].get('ada_delta_trial_1_minus_0')}"
-        f", held-out partners {ev['held_out_partners'].get('ada_delta_trial_1_minus_0')}")
-    return {"core": core, "aux": aux, "seed": seed, **facts, "eval": ev, "curve": curve}
 
 
 def plot(runs: list[dict], path: Path) -> None:
@@ -169,7 +129,7 @@ def main() -> int:
         return 2
     overrides = dict(kv.split("=", 1) for kv in args.set)
     try:
-        base = _config(args.preset, "transformer", False, overrides)
+        base = arm_config(args.preset, "transformer", False, overrides)
     except ValueError as e:
         print(f"drive_partner_adapt.py: --set: {e}")
         return 2
@@ -189,13 +149,7 @@ def main() -> int:
         print(f"[{time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
 
     # scripted references on the held-out scenes: memory, and the best memoryless start times of the test grid
-    scripted = {}
-    for name, ego in (("memory", lambda e: MemoryEgo(e, 12)), ("go_at_once", lambda e: TimedEgo(e, 0, 6)),
-                      ("wait_1.2s", lambda e: TimedEgo(e, 12, 6))):
-        scripted[name] = {p: _short(evaluate_partner(base, ego, partners, 0, args.eval_episodes, args.eval_envs), K)
-                          for p, partners in (("train_partners", base.partners), ("held_out_partners", HELD_OUT_PARTNERS))}
-        log(f"scripted {name}: Δ {scripted[name]['train_partners'].get('ada_delta_trial_1_minus_0')} "
-            f"t1 {scripted[name]['train_partners'].get('trial_1_score')}")
+    scripted = scripted_references(base, args.eval_episodes, args.eval_envs, log)
 
     auxes = {"off": [False], "on": [True], "both": [False, True]}[args.aux]
     jobs = [(c, a, s) for c in cores for a in auxes for s in range(args.first_seed, args.first_seed + args.seeds)]
@@ -205,46 +159,14 @@ def main() -> int:
         import multiprocessing as mp
 
         with mp.get_context("fork").Pool(args.jobs) as pool:
-            runs = pool.starmap(run_one, job_args)
+            runs = pool.starmap(run_arm, job_args)
     else:
-        runs = [run_one(*a) for a in job_args]
+        runs = [run_arm(*a) for a in job_args]
 
     # what no memory can beat: the best trial-1 score of the memoryless scripted egos on the same scenes and partners
-    ceiling = {where: max(scripted[n][where]["trial_1_score"] for n in scripted if n != "memory")
-               for where in ("train_partners", "held_out_partners")}
-    summary = {}
-    for c in cores:
-        for a in auxes:
-            arm = [r for r in runs if r["core"] == c and r["aux"] == a]
-            row = {}
-            for where in ("train_partners", "held_out_partners"):
-                for k in range(1, K):
-                    d = [r["eval"][where][f"ada_delta_trial_{k}_minus_0"] for r in arm]
-                    row[f"{where}_delta_{k}_mean"] = round(sum(d) / len(d), 4)
-                    row[f"{where}_delta_{k}_per_seed"] = d
-                for k in range(K):
-                    row[f"{where}_trial_{k}_score"] = [r["eval"][where][f"trial_{k}_score"] for r in arm]
-                # a delta can come from playing trial 0 worse (a policy knows its position in the episode); only a
-                # trial-1 score above the memoryless ceiling shows the partner was remembered
-                for k in range(1, K):  # a memoryless ego plays every trial alike: one ceiling for every k
-                    row[f"{where}_trial_{k}_minus_memoryless_ceiling"] = [round(x - ceiling[where], 4)
-                                                                          for x in row[f"{where}_trial_{k}_score"]]
-            for wipe in ("content", "clock"):
-                if all(f"train_partners_wipe_{wipe}" in r["eval"] for r in arm):
-                    for k in range(1, K):
-                        row[f"wipe_{wipe}_trial_{k}_score"] = [r["eval"][f"train_partners_wipe_{wipe}"][f"trial_{k}_score"]
-                                                               for r in arm]
-            summary[f"{c}{'_aux' if a else ''}"] = row
-    targets = {}
-    tr, ml = summary.get("transformer"), summary.get("mlp")
-    if tr:
-        targets["transformer_no_aux_mean_delta_ge_0.15"] = tr["train_partners_delta_1_mean"] >= 0.15
-        targets["transformer_no_aux_every_seed_ge_0.10"] = all(x >= 0.10 for x in tr["train_partners_delta_1_per_seed"])
-        # memory shown, not a clock: trial 1 above what no memory can reach, on every seed
-        targets["transformer_no_aux_trial_1_above_memoryless_ceiling_every_seed"] = all(
-            x > 0 for x in tr["train_partners_trial_1_minus_memoryless_ceiling"])
-    if ml:
-        targets["mlp_abs_delta_le_0.03"] = abs(ml["train_partners_delta_1_mean"]) <= 0.03
+    ceiling = memoryless_ceiling(scripted)
+    summary = summarise(runs, scripted, cores, auxes, K)
+    targets = partner_targets(summary)
     result = {
         "benchmark": "drive_partner_adapt", "command": " ".join(["python benchmarks/drive_partner_adapt.py", *sys.argv[1:]]),
         "commit": commit, "nproc": os.cpu_count(), "jobs": args.jobs,

@@ -34,7 +34,7 @@ from ttlab.worldmodel.data.pusht import generate_pusht, motion_stats, rollout_ep
 from ttlab.worldmodel.diffusion import Objective
 from ttlab.worldmodel.model import count_parameters
 from ttlab.worldmodel.presets import pusht_cpu
-from ttlab.worldmodel.scorecard import fit_baselines, score_rollouts, score_windows
+from ttlab.worldmodel.scorecard import fit_baselines, score_rollouts, score_windows, scorecard_targets
 from ttlab.worldmodel.throughput import matmul_peak, train_step_rate
 from ttlab.worldmodel.train import build_datasets, build_model_config, train
 from ttlab.worldmodel.visuals import rollout_gif, strip_png
@@ -56,34 +56,6 @@ def r(x, n=4):
 def table(res: dict, names: tuple[str, ...], keys: tuple[str, ...]) -> dict:
     return {n: {k: r(res[f"{n}/{k}"]) for k in keys if f"{n}/{k}" in res} |
             {f"{k}/by_lag": r(res[f"{n}/{k}/by_lag"]) for k in keys if f"{n}/{k}/by_lag" in res} for n in names}
-
-
-def targets(w: dict, ro: dict) -> dict:
-    """The issue's targets, each with its measured margin (positive = met)."""
-    def m(res, n, k):
-        return res[f"{n}/{k}"]
-
-    out = {}
-    for name, res in (("windows", w), ("rollouts", ro)):
-        for k in ("psnr", "ssim"):
-            best = max(m(res, b, k) for b in ("copy_last", "mean_frame", "blend"))
-            out[f"{name}_{k}_beats_all_baselines"] = {"model": r(m(res, "model", k)), "best_baseline": r(best),
-                                                      "met": m(res, "model", k) > best}
-    lag_model, lag_copy = w["model/tee_px/by_lag"], w["copy_last/tee_px/by_lag"]
-    out["tee_pose_error_at_most_half_copy_last_lags_1_3"] = {
-        "model_px": r(lag_model), "copy_last_px": r(lag_copy),
-        "met": all(a <= 0.5 * b for a, b in zip(lag_model, lag_copy, strict=True))}
-    ink8 = ro["model/tee_ink_ratio/by_lag"][8 - ro["n_ctx"]]
-    out["tee_ink_at_rollout_frame_8_at_least_0.8"] = {"value": r(ink8), "met": ink8 >= 0.8}
-    out["agent_drawn"] = {"window_agent_ink_ratio": r(m(w, "model", "agent_ink_ratio")),
-                          "rollout_agent_ink_ratio": r(m(ro, "model", "agent_ink_ratio")),
-                          "window_agent_px": r(m(w, "model", "agent_px")),
-                          "met": m(w, "model", "agent_ink_ratio") >= 0.5 and m(ro, "model", "agent_ink_ratio") >= 0.5}
-    gap = m(w, "model", "psnr") - m(w, "model_other_actions", "psnr")
-    out["true_actions_beat_other_by_2db_windows"] = {"gap_db": r(gap), "met": gap >= 2.0}
-    pe, po = m(w, "model", "tee_px"), m(w, "model_other_actions", "tee_px")
-    out["true_actions_halve_tee_pose_error_windows"] = {"true_px": r(pe), "other_px": r(po), "met": pe <= 0.5 * po}
-    return out
 
 
 def main() -> None:
@@ -217,7 +189,7 @@ def main() -> None:
         "lpips_fvd": "not computed: no LPIPS/I3D weights can be had offline (hubs are unreachable); pass local "
                      "TorchScript weights to `ttlab wm eval --metrics.*` where they exist",
     }
-    res["targets"] = targets(w, ro)
+    res["targets"] = scorecard_targets(w, ro)
     (out_dir / "wm_evidence.json").write_text(json.dumps(res, indent=1) + "\n")
     print(json.dumps(res))
 

@@ -148,16 +148,40 @@ def test_discover_imports_its_own_modules_at_the_top_of_the_file():
     assert inside <= DEFERRED_ON_PURPOSE, sorted(inside - DEFERRED_ON_PURPOSE)
 
 
-DRIVE_DEFERRED = {"ttlab.drive.demo"}
-"""Drive modules that still import ttlab modules inside functions: the `ttlab demo` stage (its imports are not yet
-moved to the top). Every other drive module imports ttlab at the top of the file."""
-
-
-def test_drive_imports_its_own_modules_at_the_top_of_the_file():
+def test_drive_and_worldmodel_import_their_own_modules_at_the_top_of_the_file():
     modules = module_names()
-    inside = {(n, t) for n, p in modules.items() if n.startswith("ttlab.drive") and n not in DRIVE_DEFERRED
+    inside = {(n, t) for n, p in modules.items() if n.startswith(("ttlab.drive", "ttlab.worldmodel"))
               for t, top in imports_of(n, p, modules) if not top}
     assert inside == set(), sorted(inside)
+
+
+def deferrals_without_a_reason(src: Path = SRC) -> list[str]:
+    """`file:line` of every import inside a function with no comment on its line or on the comment/import lines
+    right above it (a block of deferred imports shares one comment)."""
+    out = []
+    for path in sorted((src / "ttlab").rglob("*.py")):
+        text = path.read_text()
+        lines = text.splitlines()
+        for fn in ast.walk(ast.parse(text, str(path))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    i = node.lineno - 1
+                    block = [lines[i]]
+                    while i > 0 and lines[i - 1].strip().startswith(("import ", "from ", "#")):
+                        i -= 1
+                        block.append(lines[i])
+                    if not any("#" in line for line in block):
+                        out.append(f"{path.relative_to(src)}:{node.lineno}")
+    return sorted(set(out))
+
+
+def test_every_import_inside_a_function_says_why_it_is_deferred(tmp_path):
+    assert deferrals_without_a_reason() == []
+    (tmp_path / "ttlab").mkdir()
+    (tmp_path / "ttlab" / "m.py").write_text("def f():\n    import json\n\n\ndef g():\n    import av  # optional\n")
+    assert deferrals_without_a_reason(tmp_path) == ["ttlab/m.py:2"]
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from ttlab.worldmodel.objects import (
     pose_targets,
     read_poses,
 )
-from ttlab.worldmodel.scorecard import fit_baselines, fit_blend_alpha
+from ttlab.worldmodel.scorecard import fit_baselines, fit_blend_alpha, scorecard_targets
 
 
 @pytest.fixture(scope="module")
@@ -89,3 +89,31 @@ def test_baselines_name_the_lag_that_episodes_are_too_short_for():
     fit_baselines(_ShortSource(), np.arange(2), interval=5, max_lag=2)  # lags 1-2 fit in 12 steps
     with pytest.raises(ValueError, match="lag 3 x frame interval 5 = 15 steps"):
         fit_baselines(_ShortSource(), np.arange(2), interval=5, max_lag=3)
+
+
+def _scores(model_psnr: float, tee_px: list[float], ink: float, other_psnr: float) -> dict:
+    """A scorecard result (`score_windows` / `score_rollouts` keys) with fixed baselines."""
+    out = {"n_ctx": 2, "model/psnr": model_psnr, "model/ssim": 0.8, "model/tee_px/by_lag": tee_px,
+           "model/tee_px": sum(tee_px) / len(tee_px), "model/tee_ink_ratio/by_lag": [ink] * 22,
+           "model/agent_ink_ratio": 0.6, "model/agent_px": 1.5, "model_other_actions/psnr": other_psnr,
+           "model_other_actions/tee_px": 4.0, "copy_last/tee_px/by_lag": [2.0, 4.0, 6.0]}
+    for name, (ps, ss) in {"copy_last": (25.0, 0.7), "mean_frame": (15.0, 0.5), "blend": (26.0, 0.75)}.items():
+        out[f"{name}/psnr"], out[f"{name}/ssim"] = ps, ss
+    return out
+
+
+def test_scorecard_targets_are_met_only_past_every_baseline_and_every_margin():
+    t = scorecard_targets(_scores(27.0, [1.0, 2.0, 3.0], 0.9, 24.0), _scores(26.5, [1.0, 2.0, 3.0], 0.85, 24.0))
+    assert all(v["met"] for v in t.values()), {k for k, v in t.items() if not v["met"]}
+    assert t["windows_psnr_beats_all_baselines"] == {"model": 27.0, "best_baseline": 26.0, "met": True}
+    assert t["true_actions_beat_other_by_2db_windows"]["gap_db"] == 3.0
+    # rollouts below the blend; a lag-3 pose error over half copy-last's; ink lost by frame 8; a 1.5 dB gap
+    t = scorecard_targets(_scores(27.0, [1.0, 2.0, 3.5], 0.9, 25.5), _scores(25.9, [1.0, 2.0, 3.0], 0.7, 24.0))
+    met = {k: v["met"] for k, v in t.items()}
+    assert met == {"windows_psnr_beats_all_baselines": True, "windows_ssim_beats_all_baselines": True,
+                   "rollouts_psnr_beats_all_baselines": False, "rollouts_ssim_beats_all_baselines": True,
+                   "tee_pose_error_at_most_half_copy_last_lags_1_3": False,
+                   "tee_ink_at_rollout_frame_8_at_least_0.8": False, "agent_drawn": True,
+                   "true_actions_beat_other_by_2db_windows": False,
+                   "true_actions_halve_tee_pose_error_windows": False}  # mean 2.17 px, over half the other 4.0 px
+

@@ -34,10 +34,6 @@ def set_debug(on: bool) -> None:
     _debug = on
 
 
-def debug_enabled() -> bool:
-    return _debug
-
-
 def pop_debug(argv: Sequence[str]) -> tuple[bool, list[str]]:
     """(was `--debug` given, argv without it)."""
     rest = [a for a in argv if a != "--debug"]

@@ -25,6 +25,7 @@ runner or the parent; without a mount namespace the on-disk work dir is removed 
 
 import base64
 import ctypes
+import importlib
 import inspect
 import json
 import linecache
@@ -61,8 +62,6 @@ else the view holds: the standard library and the installed packages (never the 
 
 
 def preload_modules():
-    import importlib
-
     for name in PRELOAD:
         try:
             importlib.import_module(name)
@@ -240,7 +239,7 @@ def _num(v):
 
 def run_program(req):
     """Exec the program, call its entry, write the result to FD_RESULT. Returns the exit code."""
-    import numpy as np
+    import numpy as np  # deferred on purpose: numpy is first imported by main() after the runner's set-up
 
     module = types.ModuleType("__main__")  # a real module: fork-based multiprocessing pickles its functions by name
     module.__dict__["__builtins__"] = __builtins__
@@ -443,7 +442,7 @@ def _wait(pid, wall_s, t0, mem_bytes):
 
 def handle(req, caps):
     """Run one program; returns (header dict, list of blobs)."""
-    import numpy as np
+    import numpy as np  # deferred on purpose: numpy is first imported by main() after the runner's set-up
 
     uid = caps["uid"]
     if req.get("parent") is not None:
@@ -495,7 +494,9 @@ def main():
     preloaded = "--no-preload" not in sys.argv
     if preloaded:
         preload_modules()  # the zygote: every forked child inherits these imports
-    import numpy  # noqa: F401  (handle() decodes the parent array)
+    # numpy after the set-up, never at the top of this file: handle() decodes the parent array with it; its
+    # import (and its BLAS threads) comes after the namespace and layer probes of a single-threaded runner
+    import numpy  # noqa: F401
 
     setup_view(caps, layers_off, cfg.get("expose", ()))
 

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import torch
+from PIL import Image, ImageDraw
 
 from ttlab.common.checkpoint import load_checkpoint
 from ttlab.common.data import shared_data_file
@@ -175,8 +176,6 @@ def shipped(out_dir: Path, summary_dir: Path) -> tuple[list[str], dict]:
 
 def plot_curve(curve: list[dict], path: Path) -> Path:
     """Goal rate of the training rollouts per update: trial 0 dashed, trial 1 solid, gap below (PIL)."""
-    from PIL import Image, ImageDraw
-
     img = Image.new("RGB", (720, 340), (255, 255, 255))
     draw = ImageDraw.Draw(img)
     x0, y0, x1, y1 = 60, 30, 700, 290

@@ -1,8 +1,10 @@
-"""Train and evaluate on the partner-adaptation benchmark (`presets.partner_adapt`): shared by
-`benchmarks/drive_partner_adapt.py` and its smoke test.
+"""Train, evaluate and summarise the partner-adaptation figure (`presets.partner_adapt`): what
+`benchmarks/drive_partner_adapt.py` wires to flags and prints, and what its tests check.
 
     policy, curve, facts = train_partner(presets.partner_adapt("lstm", aux=False), seed=0, steps=3_000_000)
     out = evaluate_partner(cfg, policy, HELD_OUT_PARTNERS, seed=100, episodes=4)   # per-partner paired trials
+    run = run_arm("partner_adapt", "transformer", False, seed=0, ...)              # one arm and seed, trained + evaluated
+    summary = summarise(runs, scripted, cores, auxes, K); partner_targets(summary)  # the figure's claims
 
 The loop is the trainer's (Rollout with the partner population as co-players -> ppo_update), without run
 directories, so a benchmark can log every update's per-trial learner metrics as its learning curve.
@@ -15,12 +17,14 @@ import time
 
 import torch
 
+from ttlab.drive.adapt import apply_overrides
 from ttlab.drive.config import TrainConfig
-from ttlab.drive.partner_eval import partner_summary, policy_ego, run_paired
-from ttlab.drive.partners import build_population
+from ttlab.drive.partner_eval import forgetful_ego, partner_summary, policy_ego, run_paired
+from ttlab.drive.partner_scripted import MemoryEgo, TimedEgo
+from ttlab.drive.partners import HELD_OUT_PARTNERS, build_population
 from ttlab.drive.policy import build_policy
 from ttlab.drive.ppo import annealed, ppo_update
-from ttlab.drive.presets import PARTNER_HELD_OUT
+from ttlab.drive.presets import PARTNER_HELD_OUT, TRAIN_PRESETS
 from ttlab.drive.rollout import Rollout
 from ttlab.drive.train import env_horizon, make_env
 
@@ -87,3 +91,122 @@ def evaluate_partner(cfg: TrainConfig, policy_or_ego, partners, seed: int, episo
     pop = build_population(list(partners), None, env)
     ego = policy_ego(policy_or_ego) if isinstance(policy_or_ego, torch.nn.Module) else policy_or_ego(env)
     return partner_summary(*run_paired(env, ego, pop, episodes), pop.names)
+
+
+WHERE = ("train_partners", "held_out_partners")  # the training partners, and partners never seen in training
+
+
+def arm_config(preset: str, core: str, aux: bool, overrides: dict | None) -> TrainConfig:
+    """The preset with `core` and the privileged auxiliary loss (predict the partner's type) on or off, then the
+    `section.field=value` overrides (`adapt.apply_overrides`; an unknown key raises ValueError)."""
+    cfg = TRAIN_PRESETS[preset]()
+    cfg.policy.core = core
+    cfg.policy.task_classes = len(cfg.partners) if aux else 0
+    cfg.ppo.aux_task_coef = 1.0 if aux else 0.0
+    return apply_overrides(cfg, overrides)
+
+
+def short_metrics(m: dict, K: int) -> dict:
+    """The per-trial scores, collision rates, times to goal and paired deltas of an evaluation, rounded, overall
+    and per partner."""
+    keep = [f"trial_{k}_{n}" for k in range(K) for n in ("score", "collision_rate", "time_to_goal")]
+    keep += [f"ada_delta_trial_{k}_minus_0{s}" for k in range(1, K) for s in ("", "_score_stderr")]
+    out = {k: round(m[k], 4) for k in keep if k in m}
+    out["ego_trials"] = m.get("ego_trials")
+    out["per_partner"] = {n: {k: round(v[k], 4) for k in keep if k in v} for n, v in m.get("per_partner", {}).items()}
+    return out
+
+
+def run_arm(preset: str, core: str, aux: bool, seed: int, steps: int | None, minutes: float | None, eval_envs: int,
+            eval_episodes: int, threads: int, t_start: float, overrides: dict) -> dict:
+    """Train one arm and seed, then evaluate it on held-out scenes with the training and the held-out partners."""
+    torch.set_num_threads(threads)
+
+    def log(msg: str) -> None:
+        print(f"[{time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
+
+    cfg = arm_config(preset, core, aux, overrides)
+    log(f"train {core} aux={aux} seed {seed}")
+    policy, curve, facts = train_partner(cfg, seed, steps=steps, seconds=None if steps else 60 * minutes, log=log)
+    t0 = time.perf_counter()
+    K = cfg.env.k_trials
+    ev = {"train_partners": short_metrics(evaluate_partner(cfg, policy, cfg.partners, 100 + seed, eval_episodes,
+                                                           eval_envs), K),
+          "held_out_partners": short_metrics(evaluate_partner(cfg, policy, HELD_OUT_PARTNERS, 100 + seed,
+                                                              eval_episodes, eval_envs), K)}
+    # what carries the memory: trial 1 again with what the ego saw in trial 0 wiped (transformer: the clock kept;
+    # LSTM: everything), and (transformer) with what it saw kept but the clock told trial 0 ran its full length
+    for wipe in ("content", "clock") if core == "transformer" else ("content",) if core == "lstm" else ():
+        ev[f"train_partners_wipe_{wipe}"] = short_metrics(evaluate_partner(
+            cfg, forgetful_ego(policy, wipe), cfg.partners, 100 + seed, eval_episodes, eval_envs), K)
+    facts["eval_wall_s"] = round(time.perf_counter() - t0, 1)
+    log(f"eval {core} aux={aux} seed {seed}: Δ held-out scenes {ev['train_partners'].get('ada_delta_trial_1_minus_0')}"
+        f", held-out partners {ev['held_out_partners'].get('ada_delta_trial_1_minus_0')}")
+    return {"core": core, "aux": aux, "seed": seed, **facts, "eval": ev, "curve": curve}
+
+
+def scripted_references(base: TrainConfig, episodes: int, num_envs: int, log=None) -> dict:
+    """The scripted egos on the held-out scenes: one with memory, and the best memoryless start times of the test
+    grid (go at once, wait 1.2 s), against the training and the held-out partners."""
+    scripted = {}
+    K = base.env.k_trials
+    for name, ego in (("memory", lambda e: MemoryEgo(e, 12)), ("go_at_once", lambda e: TimedEgo(e, 0, 6)),
+                      ("wait_1.2s", lambda e: TimedEgo(e, 12, 6))):
+        scripted[name] = {p: short_metrics(evaluate_partner(base, ego, partners, 0, episodes, num_envs), K)
+                          for p, partners in (("train_partners", base.partners), ("held_out_partners", HELD_OUT_PARTNERS))}
+        if log is not None:
+            log(f"scripted {name}: Δ {scripted[name]['train_partners'].get('ada_delta_trial_1_minus_0')} "
+                f"t1 {scripted[name]['train_partners'].get('trial_1_score')}")
+    return scripted
+
+
+def memoryless_ceiling(scripted: dict) -> dict:
+    """What no memory can beat: the best trial-1 score of the memoryless scripted egos (every one but "memory") on
+    the same scenes and partners."""
+    return {where: max(scripted[n][where]["trial_1_score"] for n in scripted if n != "memory") for where in WHERE}
+
+
+def summarise(runs: list[dict], scripted: dict, cores: list[str], auxes: list[bool], K: int) -> dict:
+    """Per arm (`core` or `core_aux`): mean and per-seed paired deltas, per-seed trial scores, each later trial's
+    score minus the memoryless ceiling, and the trial scores with part of the memory wiped."""
+    ceiling = memoryless_ceiling(scripted)
+    summary = {}
+    for c in cores:
+        for a in auxes:
+            arm = [r for r in runs if r["core"] == c and r["aux"] == a]
+            row = {}
+            for where in WHERE:
+                for k in range(1, K):
+                    d = [r["eval"][where][f"ada_delta_trial_{k}_minus_0"] for r in arm]
+                    row[f"{where}_delta_{k}_mean"] = round(sum(d) / len(d), 4)
+                    row[f"{where}_delta_{k}_per_seed"] = d
+                for k in range(K):
+                    row[f"{where}_trial_{k}_score"] = [r["eval"][where][f"trial_{k}_score"] for r in arm]
+                # a delta can come from playing trial 0 worse (a policy knows its position in the episode); only a
+                # trial-1 score above the memoryless ceiling shows the partner was remembered
+                for k in range(1, K):  # a memoryless ego plays every trial alike: one ceiling for every k
+                    row[f"{where}_trial_{k}_minus_memoryless_ceiling"] = [round(x - ceiling[where], 4)
+                                                                          for x in row[f"{where}_trial_{k}_score"]]
+            for wipe in ("content", "clock"):
+                if all(f"train_partners_wipe_{wipe}" in r["eval"] for r in arm):
+                    for k in range(1, K):
+                        row[f"wipe_{wipe}_trial_{k}_score"] = [r["eval"][f"train_partners_wipe_{wipe}"][f"trial_{k}_score"]
+                                                               for r in arm]
+            summary[f"{c}{'_aux' if a else ''}"] = row
+    return summary
+
+
+def partner_targets(summary: dict) -> dict:
+    """The figure's targets, on the arms without the privileged loss: the transformer adapts (mean delta >= 0.15,
+    every seed >= 0.10, trial 1 above the memoryless ceiling on every seed); the MLP does not (|delta| <= 0.03)."""
+    targets = {}
+    tr, ml = summary.get("transformer"), summary.get("mlp")
+    if tr:
+        targets["transformer_no_aux_mean_delta_ge_0.15"] = tr["train_partners_delta_1_mean"] >= 0.15
+        targets["transformer_no_aux_every_seed_ge_0.10"] = all(x >= 0.10 for x in tr["train_partners_delta_1_per_seed"])
+        # memory shown, not a clock: trial 1 above what no memory can reach, on every seed
+        targets["transformer_no_aux_trial_1_above_memoryless_ceiling_every_seed"] = all(
+            x > 0 for x in tr["train_partners_trial_1_minus_memoryless_ceiling"])
+    if ml:
+        targets["mlp_abs_delta_le_0.03"] = abs(ml["train_partners_delta_1_mean"]) <= 0.03
+    return targets

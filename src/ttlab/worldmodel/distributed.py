@@ -14,13 +14,12 @@ from __future__ import annotations
 import os
 
 import torch
+import torch.distributed as dist
 from torch.utils.data import Sampler
 
 
 def world() -> tuple[int, int]:
     """(rank, world size) of this process: from torch.distributed once initialised, else (0, 1)."""
-    import torch.distributed as dist
-
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1

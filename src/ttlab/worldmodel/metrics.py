@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -98,8 +99,7 @@ class MetricWeights:
 
 def frechet_distance(mu1, sigma1, mu2, sigma2) -> float:
     """||mu1 - mu2||^2 + Tr(S1 + S2 - 2 sqrt(S1 S2)), float64 numpy/scipy."""
-    import numpy as np
-    from scipy import linalg
+    from scipy import linalg  # deferred on purpose: scipy is optional, only the FID needs it
 
     covmean, _ = linalg.sqrtm(sigma1 @ sigma2, disp=False)
     covmean = np.real(covmean)
@@ -108,8 +108,6 @@ def frechet_distance(mu1, sigma1, mu2, sigma2) -> float:
 
 def feature_stats(feats: torch.Tensor):
     f = feats.double().cpu().numpy()
-    import numpy as np
-
     return f.mean(0), np.cov(f, rowvar=False)
 
 

@@ -185,3 +185,36 @@ def score_rollouts(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: 
     res = _summarise(per)
     res.update(episodes=len(eps_all), horizon=horizon, n_ctx=n_ctx, _first=first)
     return res
+
+
+def _r(x, n=4):
+    return [round(v, n) for v in x] if isinstance(x, list) else round(float(x), n)
+
+
+def scorecard_targets(w: dict, ro: dict) -> dict:
+    """The evidence figure's targets from `score_windows` (w) and `score_rollouts` (ro) results, each with the
+    measured values beside it (rounded to 4 places) and whether it is met."""
+    def m(res, n, k):
+        return res[f"{n}/{k}"]
+
+    out = {}
+    for name, res in (("windows", w), ("rollouts", ro)):
+        for k in ("psnr", "ssim"):
+            best = max(m(res, b, k) for b in ("copy_last", "mean_frame", "blend"))
+            out[f"{name}_{k}_beats_all_baselines"] = {"model": _r(m(res, "model", k)), "best_baseline": _r(best),
+                                                      "met": m(res, "model", k) > best}
+    lag_model, lag_copy = w["model/tee_px/by_lag"], w["copy_last/tee_px/by_lag"]
+    out["tee_pose_error_at_most_half_copy_last_lags_1_3"] = {
+        "model_px": _r(lag_model), "copy_last_px": _r(lag_copy),
+        "met": all(a <= 0.5 * b for a, b in zip(lag_model, lag_copy, strict=True))}
+    ink8 = ro["model/tee_ink_ratio/by_lag"][8 - ro["n_ctx"]]
+    out["tee_ink_at_rollout_frame_8_at_least_0.8"] = {"value": _r(ink8), "met": ink8 >= 0.8}
+    out["agent_drawn"] = {"window_agent_ink_ratio": _r(m(w, "model", "agent_ink_ratio")),
+                          "rollout_agent_ink_ratio": _r(m(ro, "model", "agent_ink_ratio")),
+                          "window_agent_px": _r(m(w, "model", "agent_px")),
+                          "met": m(w, "model", "agent_ink_ratio") >= 0.5 and m(ro, "model", "agent_ink_ratio") >= 0.5}
+    gap = m(w, "model", "psnr") - m(w, "model_other_actions", "psnr")
+    out["true_actions_beat_other_by_2db_windows"] = {"gap_db": _r(gap), "met": gap >= 2.0}
+    pe, po = m(w, "model", "tee_px"), m(w, "model_other_actions", "tee_px")
+    out["true_actions_halve_tee_pose_error_windows"] = {"true_px": _r(pe), "other_px": _r(po), "met": pe <= 0.5 * po}
+    return out

@@ -22,6 +22,7 @@ token per unfinished sequence in one batch.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import os
 import re
 import tempfile
@@ -40,8 +41,6 @@ _KEY = re.compile(r"layers\.(\d+)\.(?:self_attn|mlp)\.(\w+)\.lora_([AB])\.weight
 
 
 def available() -> bool:
-    import importlib.util
-
     return importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("gguf") is not None
 
 
@@ -110,7 +109,8 @@ class LlamaCppGenerator:
 
     def __init__(self, cfg: PolicyConfig, gguf_path: str | Path, hf_config, eos_ids: list[int], seed: int = 0,
                  threads: int = 1, n_seq: int = 16, n_ctx: int = 0):
-        import llama_cpp as lc  # deferred on purpose: llama.cpp is an optional CPU sampler
+        # deferred on purpose: llama.cpp is an optional CPU sampler
+        import llama_cpp as lc
         from llama_cpp import _logger
 
         _logger.set_verbose(False)  # llama.cpp's load and context logs: errors only

@@ -69,7 +69,7 @@ def gguf_to_hf(gguf: Path, out_dir: Path | None = None) -> Path:
     if not gguf.is_file():
         raise FileNotFoundError(f"--model {gguf}: no such file")
     try:
-        import gguf as _gguf  # noqa: F401  transformers needs it to read the file
+        import gguf as _gguf  # noqa: F401  deferred on purpose: an optional extra; transformers needs it to read the file
     except ImportError as e:
         raise ImportError(f"--model {gguf}: reading GGUF files needs the 'gguf' package "
                           "(pip install gguf, or pip install 'ttlab[discover]')") from e

@@ -8,7 +8,7 @@ point on the route. All agents of a scene step together (numpy over agents, a lo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -152,9 +152,3 @@ def drive(routes: np.ndarray, route_len: np.ndarray, s0: np.ndarray, v0: np.ndar
         v = v_new
         s = s + v_mid * dt
     return out_pos, np.angle(np.exp(1j * out_h)).astype(np.float32), out_v
-
-
-def style_params(name: str, **overrides) -> DriverParams:
-    if name not in STYLES:
-        raise ValueError(f"unknown driving style {name!r}; known: {', '.join(STYLES)}")
-    return replace(STYLES[name], **overrides)

@@ -49,7 +49,7 @@ class CSGOSource(BaseSource):
         self._action_dim: int | None = None
 
     def _open(self, e: int):
-        import h5py
+        import h5py  # deferred on purpose: optional, only CSGO datasets need it
 
         path = self.files[e]
         try:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from ttlab.worldmodel.data.episodes import BaseSource, DataError, EpisodeCache, default_cache_bytes
 from ttlab.worldmodel.data.video import read_frames
@@ -39,8 +40,6 @@ class _PlainUnpickler(pickle.Unpickler):
 
 def load_tensor(path: Path) -> np.ndarray:
     """A tensor file written by torch.save, as a NumPy array (weights_only: no code runs)."""
-    import torch
-
     if not path.is_file():
         raise DataError("file not found", path=path)
     try:
@@ -55,8 +54,6 @@ def load_tensor(path: Path) -> np.ndarray:
 def load_lengths(path: Path) -> np.ndarray:
     """seq_lengths.pth: a tensor of ints, or (lenient, with a warning naming the file) a list/tuple of ints or
     0-d tensors, which is what `torch.save(list_of_lengths)` writes."""
-    import torch
-
     if not path.is_file():
         raise DataError("file not found", path=path)
     try:

@@ -28,9 +28,18 @@ from ttlab.worldmodel.data.video import decode_image, read_frames
 PREFERRED_IMAGE_KEYS = ("observation.images.image", "observation.image")
 
 
+def _pyarrow():
+    """(pyarrow, pyarrow.parquet), imported on first use: deferred on purpose, pyarrow is an optional dependency
+    that only LeRobot datasets need (and a slow import)."""
+    import pyarrow as pa  # deferred on purpose (see above)
+    import pyarrow.parquet as pq
+
+    return pa, pq
+
+
 def column_to_numpy(col: Any) -> np.ndarray:
     """A pyarrow column of scalars or (fixed-size) lists of numbers -> (rows, width) array."""
-    import pyarrow as pa
+    pa, _ = _pyarrow()
 
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type) or pa.types.is_fixed_size_list(arr.type):
@@ -102,8 +111,7 @@ class LeRobotSource(BaseSource):
         self._meta_name = "meta/episodes.jsonl"
 
     def _load_v3_episodes(self) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        pa, pq = _pyarrow()
 
         files = sorted((self.root / "meta" / "episodes").rglob("*.parquet"))
         if not files:
@@ -152,8 +160,7 @@ class LeRobotSource(BaseSource):
 
     def _read_rows(self, e: int, columns: list[str]):
         """The parquet rows of episode e (only `columns`), as a pyarrow table."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        pa, pq = _pyarrow()
 
         path = self.data_path(e)
         if not path.is_file():
@@ -188,8 +195,7 @@ class LeRobotSource(BaseSource):
         return out
 
     def _v3_file_columns(self, path: Path, keys: list[str]) -> dict[str, np.ndarray]:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        pa, pq = _pyarrow()
 
         got = self._files.get(path)
         if got is None:

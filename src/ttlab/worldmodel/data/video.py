@@ -19,7 +19,7 @@ from ttlab.worldmodel.data.episodes import DataError
 
 def write_mp4(path: str | Path, frames: np.ndarray, fps: float = 10, crf: int = 18) -> Path:
     """uint8 (T, H, W, 3) RGB -> H.264 yuv420p mp4 (frame i at time i / fps). H and W must be even."""
-    import av
+    import av  # deferred on purpose: PyAV is optional (only video files and images need it) and slow to import
 
     path = Path(path)
     frames = np.asarray(frames)
@@ -51,7 +51,7 @@ def read_frames(path: str | Path, indices: Sequence[int] | np.ndarray | None = N
     `indices=None` decodes every frame to the end of the file. Decoding stops after the last index
     asked for. A file that ends before an index is a "length mismatch" `DataError`.
     """
-    import av
+    import av  # deferred on purpose: PyAV is optional (only video files and images need it) and slow to import
 
     path = Path(path)
     if not path.is_file():
@@ -103,24 +103,9 @@ def read_frames(path: str | Path, indices: Sequence[int] | np.ndarray | None = N
     return np.stack([got[int(k)] for k in want])  # (n, H, W, 3)
 
 
-def count_frames(path: str | Path) -> int:
-    """Frames in an mp4, counted by demuxing (no decoding)."""
-    import av
-
-    path = Path(path)
-    if not path.is_file():
-        raise DataError("video file not found", path=path)
-    try:
-        with av.open(str(path)) as box:
-            st = box.streams.video[0]
-            return sum(1 for pkt in box.demux(st) if pkt.size > 0)
-    except (av.error.FFmpegError, IndexError) as e:
-        raise DataError(f"cannot read video ({type(e).__name__}: {e})", path=path) from None
-
-
 def decode_image(data: bytes, where: str | Path | None = None) -> np.ndarray:
     """PNG/JPEG bytes -> uint8 (H, W, 3) RGB."""
-    import av
+    import av  # deferred on purpose: PyAV is optional (only video files and images need it) and slow to import
 
     try:
         with av.open(io.BytesIO(data)) as box:
