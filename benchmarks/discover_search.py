@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ttlab.discover.config import SearchConfig
+from ttlab.discover.curve import best_by, first_below
 from ttlab.discover.loop import run_search
 from ttlab.discover.presets import SEARCH_PRESETS
 from ttlab.discover.tasks.erdos import RECORD, exact_c5
@@ -41,16 +42,6 @@ from ttlab.discover.tasks.erdos import RECORD, exact_c5
 ROOT = Path(__file__).resolve().parents[1]
 ALPHAEVOLVE = 0.380924
 HAUGLAND = 0.380927
-
-
-def first_below(curve: list[dict], bound: float, key: str = "t") -> float | None:
-    return next((round(p[key], 1) for p in curve if p["best_score"] <= bound), None)
-
-
-def best_by(curve: list[dict], t: float) -> float | None:
-    """The best score reached within t seconds (None before the first step ends)."""
-    seen = [p["best_score"] for p in curve if p["t"] <= t and np.isfinite(p["best_score"])]
-    return min(seen) if seen else None
 
 
 def plot(res: dict, path: Path) -> None:
