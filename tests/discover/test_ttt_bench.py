@@ -93,3 +93,10 @@ def test_the_tuning_seed_and_an_unknown_arm_are_refused():
     assert p.returncode != 0 and "tuning seed 0" in p.stderr
     p = _bench("--arms", "trained,nope")
     assert p.returncode != 0 and "nope" in p.stderr
+
+
+def test_no_solved_beta_reports_no_cap_fraction():
+    rows = [_row(1, 0.48, 0.0, 0.0, 0.0), _row(2, 0.48, 0.0, 0.0, 0.0)]
+    for r in rows:
+        r["adv/beta_at_cap_frac"] = float("nan")  # every reward equal: no advantage, no beta solved
+    assert arm_summary(rows)["steps_beta_at_cap_frac"] is None

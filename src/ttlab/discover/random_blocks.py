@@ -9,6 +9,10 @@ an LLM could write from the blocks prompt (`prompts.BLOCKS_API`), drawn from a s
             hopping, continuation from tau0, a converge at the fine temperatures, exact LP steps (n <= 300)
     finish  doublings up to max_n (re-converged while time lasts), then the exact feasibility repair
 
+Programs print nothing but `eb.report` (the CPU accounting line): no stage logs its C5, which keeps a program
+short (median ~190 tokens, at most ~320 with SmolLM2's tokenizer), the length a small model warm-started on
+this grammar has to learn to write and to stop.
+
 Every number (sizes, temperatures, move scales, the fraction of the budget each stage ends at) is drawn at
 random; the structure (which start, how many and which stages, in what order) too. Nothing is tuned to a
 parent: the proposer ignores the state it is asked to expand except to hand it to the program.
@@ -28,7 +32,6 @@ HEAD = ("import numpy as np\n"
         "    clock = eb.Clock(budget_s{wall})\n"
         "    h = eb.normalise(np.asarray(parent, dtype=float))\n")
 TAIL = ("    h, c = eb.refine(h, clock.until(0.9), {max_n}, to_max=True)\n"
-        "    print(f\"n={{h.size}} C5={{c:.12f}}\")\n"
         "    eb.report(clock)\n"
         "    return eb.finish(h)\n")
 STAGES = ("hop", "up_hop", "continuation", "converge", "lp")
@@ -54,8 +57,7 @@ def _stage(kind: str, end: float, rng: np.random.Generator, choices: dict) -> st
                                                  "sigma": round(sigma, 3), "window": round(window, 3)})
         x = "eb.upsample(h, 2)" if kind == "up_hop" else "h"
         return (f"    h, c, hops = eb.hop({x}, {until}, rng, temperature={_sig(temp)}, sym={sym}, "
-                f"sigma={_sig(sigma)}, window={_sig(window)})\n"
-                f"    print(f\"hop: n={{h.size}} C5={{c:.12f}} hops={{hops}}\")\n")
+                f"sigma={_sig(sigma)}, window={_sig(window)})\n")
     if kind == "continuation":
         tau0 = _logu(rng, 1e-7, 1e-3)
         choices.setdefault("stages", []).append({"kind": kind, "end": round(end, 3), "tau0": tau0})
@@ -86,8 +88,7 @@ def random_program(rng: np.random.Generator, wall_factor: float = 1.0) -> tuple[
         shape = str(rng.choice(["random_start", "smooth_start"]))
         t = float(rng.uniform(0.03, 0.3))
         choices.update(n0=n0, tau=tau, shape=shape, start_end=round(t, 3))
-        src += (f"    h, c = eb.multistart({n0}, clock.until({t:.3g}), rng, tau={_sig(tau)}, start=eb.{shape})\n"
-                f"    print(f\"multistart: n={{h.size}} C5={{c:.12f}}\")\n")
+        src += f"    h, c = eb.multistart({n0}, clock.until({t:.3g}), rng, tau={_sig(tau)}, start=eb.{shape})\n"
     if rng.uniform() < 0.25:
         choices["symmetrise"] = True
         src += "    h = eb.symmetrise(h)\n"

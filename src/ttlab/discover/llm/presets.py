@@ -37,10 +37,15 @@ def cpu_smollm2_blocks() -> TrainConfig:
     """SmolLM2-135M composing the Erdős building blocks (`--prompt-format blocks`) on 2 CPU cores: warm start on
     the random-blocks grammar, then 1 state x 16 rollouts per step at the paper's T = 1.0, sampled by llama.cpp
     (`--backend llama`, 8 at a time) with the exact HF learner; lr 3e-4 (chosen on seed 0 with the compact
-    format, docs/notes/discover-llm3.md)."""
+    format, docs/notes/discover-llm3.md). The grammar's programs are at most ~320 tokens with SmolLM2's tokenizer
+    (median ~190), so completions may run to 384 tokens (a cap below a program the warm start was trained to write
+    cuts it before it closes). The warm start sees 60 prompts x 8 programs (the compact format's 40 x 4 left the
+    blocks model repeating stages without ever writing the closing lines)."""
     cfg = cpu_smollm2()
     cfg.prompt_format = "blocks"
     cfg.policy.temperature, cfg.policy.backend = 1.0, "llama"
+    cfg.policy.max_new_tokens = 384
+    cfg.warm = WarmStartConfig(groups=60, per_group=8, lr=3e-3)
     cfg.rollouts_per_state, cfg.micro_batch, cfg.lr = 16, 8, 3e-4
     return cfg
 

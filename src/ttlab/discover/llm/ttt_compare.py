@@ -86,7 +86,8 @@ def arm_summary(rows: list[dict]) -> dict:
         v = [r[key] for r in rows[sl] if r.get(key) is not None and not (isinstance(r[key], float) and math.isnan(r[key]))]
         return float(np.mean(v)) if v else None
 
-    caps = [r["adv/beta_at_cap_frac"] for r in rows if r.get("adv/beta_at_cap_frac") is not None]
+    caps = [r["adv/beta_at_cap_frac"] for r in rows if r.get("adv/beta_at_cap_frac") is not None
+            and not math.isnan(r["adv/beta_at_cap_frac"])]  # NaN: no group had an advantage, so no beta was solved
     best = [r["tree/best_score"] for r in rows if r.get("tree/best_score") is not None]
     return {"steps": len(rows), "evals": rows[-1]["evals"] if rows else 0, "wall_s": rows[-1]["wall_s"] if rows else 0,
             "best_c5": min(best) if best else None, "valid_all": mean("valid_rate"),
