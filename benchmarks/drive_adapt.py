@@ -33,6 +33,7 @@ import torch
 
 from ttlab.drive.adapt import apply_overrides, held_out_env, held_out_source, train_hidden_exit
 from ttlab.drive.adapt_eval import run_policy
+from ttlab.drive.policy import CORES
 from ttlab.drive.presets import hidden_exit
 from ttlab.drive.scripted import FixedChooser, MemoryChooser, pool_exit_routes, run_scripted
 
@@ -70,6 +71,7 @@ def plot(runs: list[dict], path: Path, k_trials: int = 2) -> None:
     img = Image.new("RGB", (1000, 380), (255, 255, 255))
     draw = ImageDraw.Draw(img)
     shades = {"transformer": [(31, 119, 180), (80, 160, 220), (20, 70, 130)],
+              "lstm": [(44, 160, 44), (110, 200, 110), (20, 100, 20)],
               "mlp": [(230, 120, 20), (250, 170, 80), (170, 80, 10)]}
     g, d = [], []
     xmax = max((c["agent_steps"] for r in runs for c in r["curve"]), default=1)
@@ -85,7 +87,7 @@ def plot(runs: list[dict], path: Path, k_trials: int = 2) -> None:
     later = "1" if k_trials == 2 else f"1..{k_trials - 1}"
     _panel(draw, (50, 40, 480, 330), g, f"goal rate, training rollouts: trial 0 dashed, {later} solid", (0.0, 1.0), xmax)
     _panel(draw, (560, 40, 990, 330), d, f"trial k - trial 0 goal rate, k = {later}", (-0.5, 1.0), xmax)
-    draw.text((50, 355), "blue: transformer (KV cache kept across trials)   orange: MLP (memoryless)   one line per seed",
+    draw.text((50, 355), "blue: transformer (KV cache kept across trials)   green: LSTM   orange: MLP (memoryless)   one line per seed",
               fill=(0, 0, 0))
     path.parent.mkdir(parents=True, exist_ok=True)
     img.save(path)
@@ -128,6 +130,10 @@ def main() -> int:
     ap.add_argument("--png", type=Path, default=RESULTS / "drive_adapt.png")
     args = ap.parse_args()
     intent = args.design == "intent"
+    bad = [c for c in args.cores.split(",") if c not in CORES]
+    if bad:
+        print(f"drive_adapt.py: --cores {args.cores}: unknown {bad} ({', '.join(CORES)})")
+        return 2
     try:  # the code that runs: read at the start (later commits during the run do not change it)
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                                 cwd=Path(__file__).parent).stdout.strip()

@@ -61,3 +61,9 @@ def test_a_bad_override_is_refused_before_training(tmp_path):
     p = _bench("--out", str(tmp_path / "x.json"), "--set", "ppo.nope=1")
     assert p.returncode == 2
     assert "unknown override 'ppo.nope'" in p.stdout + p.stderr and not (tmp_path / "x.json").exists()
+
+
+def test_an_unknown_core_is_refused_before_training(tmp_path):
+    p = _bench("--out", str(tmp_path / "x.json"), "--cores", "transformer,gru")
+    assert p.returncode == 2
+    assert "unknown ['gru']" in p.stdout + p.stderr and not (tmp_path / "x.json").exists()
