@@ -33,7 +33,7 @@ def test_overfit_model_draws_the_future_its_actions_name_and_swapped_actions_swa
                                     context_frames=2, delta=True, delta_scale=2.0))
     model = NanoWM(size_config("tiny", input_size=8, patch_size=2, action_dim=1, cond_channels=3))
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.0)
-    xb, ab = frames.repeat(2, 1, 1, 1, 1), actions.repeat(2, 1, 1)
+    xb, ab = frames.repeat(4, 1, 1, 1, 1), actions.repeat(4, 1, 1)
     for _ in range(250):
         loss, _ = obj.loss(model, xb, ab)
         opt.zero_grad()
