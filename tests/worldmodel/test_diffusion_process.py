@@ -391,3 +391,32 @@ def test_delta_objective_makes_copy_last_the_zero_function_at_every_level():
 def test_delta_config_needs_clean_context():
     with pytest.raises(ValueError, match="delta"):
         DiffusionConfig(target="x", delta=True, clean_context_prob=0.5)
+
+
+def test_change_weights_golden_and_loss_counts_changed_pixels_more():
+    from ttlab.worldmodel.diffusion.objective import change_weights
+
+    anchor = torch.zeros(1, 1, 3, 2, 2)
+    x0 = torch.zeros(1, 2, 3, 2, 2)
+    x0[0, 1, 2, 0, 1] = 0.5  # one pixel of frame 1 changes in one channel
+    x0[0, 1, 0, 1, 1] = 0.05  # below the threshold
+    w = change_weights(x0, anchor, weight=9.0, threshold=0.1)
+    assert w.shape == (1, 2, 1, 2, 2)
+    assert torch.equal(w[0, 1, 0], torch.tensor([[1.0, 10.0], [1.0, 1.0]])) and torch.equal(w[0, 0], torch.ones(1, 2, 2))
+
+    def zero(x_t, t, actions, cond=None):
+        return torch.zeros_like(x_t)
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(2, 4, 3, 6, 6, generator=g) * 2 - 1
+    base = dict(target="x", timestep_sampling="uniform", clean_context_prob=1.0, context_frames=2, delta=True,
+                snr_gamma=0.0)
+    plain, _ = Objective(DiffusionConfig(**base)).loss(zero, x, torch.zeros(2, 4, 2), torch.Generator().manual_seed(1))
+    weighted, _ = Objective(DiffusionConfig(**base, change_weight=3.0)).loss(zero, x, torch.zeros(2, 4, 2),
+                                                                             torch.Generator().manual_seed(1))
+    d = x[:, 2:] - x[:, 1:2]  # the change of the predicted frames; the zero model's error is exactly it
+    wd = 1 + 3.0 * (d.abs().amax(2, keepdim=True) > 0.1).float()
+    assert plain.item() == pytest.approx(d.pow(2).mean().item(), rel=1e-5)
+    assert weighted.item() == pytest.approx((wd * d.pow(2)).mean().item(), rel=1e-5)
+    with pytest.raises(ValueError, match="change_weight"):
+        DiffusionConfig(target="x", change_weight=1.0)

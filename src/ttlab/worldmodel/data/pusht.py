@@ -309,3 +309,61 @@ class PushTConfig:
     """replace an existing dataset at --out"""
     pusher: str = "smooth"
     """smooth (human-like speed, goal-directed) | scripted (the earlier fast, noisy pusher)"""
+
+
+def branch_clips(seed: int, start: int = 20, branches: int = 4, num_frames: int = 5, n_ctx: int = 2,
+                 frame_interval: int = 5, speed: float = 9.0, resolution: int = 64) -> dict[str, np.ndarray]:
+    """Clips that share their context and differ only in the actions after it: an action-identifiability probe.
+
+    The smooth pusher drives episode `seed` for `start` raw steps plus the context's; then each branch b moves
+    the PD target from the agent's position in direction 2 pi b / branches at `speed` world units per step for
+    the rest of the clip. The simulator is deterministic, so every branch's context frames are bit-identical
+    and only the actions tell the futures apart: a model that ignores its actions can at best draw their mean.
+    Returns frames uint8 (branches, num_frames, r, r, 3), raw rel_actions (branches, n_raw, 2) over the clip's
+    raw steps (n_raw = (num_frames - 1) * frame_interval), states (branches, num_frames, 5)."""
+    _headless()
+    # deferred on purpose: an optional extra, and pygame reads the SDL_* variables set above when imported
+    from gym_pusht.envs import PushTEnv
+
+    if not 1 <= n_ctx < num_frames or branches < 2:
+        raise ValueError(f"branch_clips: need 1 <= n_ctx < num_frames and branches >= 2, got n_ctx={n_ctx}, "
+                         f"num_frames={num_frames}, branches={branches}")
+    env = PushTEnv(obs_type="pixels_agent_pos", render_mode="rgb_array", observation_width=resolution,
+                   observation_height=resolution)
+    shared = start + (n_ctx - 1) * frame_interval  # raw steps before the first branched action
+    n_raw = (num_frames - 1) * frame_interval
+    policy = make_pusher("smooth", np.random.default_rng(seed))
+    obs, info = env.reset(seed=int(seed) % 2**32)
+    prefix = []
+    for _ in range(shared):
+        a = policy.act(np.asarray(info["pos_agent"], np.float64), np.asarray(info["block_pose"], np.float64))
+        prefix.append(a)
+        obs, _, _, _, info = env.step(a)
+    frames, rel, states = [], [], []
+    for b in range(branches):
+        obs, info = env.reset(seed=int(seed) % 2**32)
+        fr, ra, st = [], [], []
+        direction = np.array([np.cos(2 * np.pi * b / branches), np.sin(2 * np.pi * b / branches)])
+        target = None
+        for t in range(start + n_raw + 1):
+            agent, block = np.asarray(info["pos_agent"], np.float64), np.asarray(info["block_pose"], np.float64)
+            if t >= start and (t - start) % frame_interval == 0:
+                fr.append(obs["pixels"])
+                st.append([agent[0], agent[1], block[0], block[1], block[2] % (2 * np.pi)])
+            if t == start + n_raw:
+                break
+            if t < shared:
+                a = prefix[t]
+            else:
+                target = agent.copy() if target is None else target
+                target = np.clip(target + speed * direction, 15.0, 497.0)
+                a = target
+            if t >= start:
+                ra.append(np.asarray(a, np.float64) - agent)
+            obs, _, _, _, info = env.step(a)
+        frames.append(np.stack(fr))
+        rel.append(np.stack(ra))
+        states.append(np.asarray(st))
+    env.close()
+    return {"frames": np.stack(frames).astype(np.uint8), "rel_actions": np.stack(rel).astype(np.float32),
+            "states": np.stack(states).astype(np.float32)}

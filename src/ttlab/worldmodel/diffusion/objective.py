@@ -57,6 +57,13 @@ class DiffusionConfig:
     context frames enter as their (clean) change from it. Needs every clip to start clean."""
     delta_scale: float = 1.0
     """Multiplier on the change before noising (the change is sparse and small; > 1 raises its SNR)."""
+    change_weight: float = 0.0
+    """Extra loss weight on the pixels that change between the anchor (the last clean context frame) and the
+    target frame: a pixel's squared error counts 1 + change_weight times where any channel moved by more than
+    `change_threshold`. The moving agent is a tiny part of the image but a large part of what the actions
+    decide. 0 = off; needs `delta` or `residual` (an anchor)."""
+    change_threshold: float = 0.1
+    """A pixel has changed when some channel moved by more than this (frames in [-1, 1])."""
 
     def __post_init__(self) -> None:
         tg.check_target(self.target)
@@ -71,9 +78,19 @@ class DiffusionConfig:
         if self.delta and (self.residual or self.clean_context_prob != 1.0 or self.delta_scale <= 0):
             raise ValueError(f"diffusion: delta=True needs clean_context_prob=1.0, residual=False and delta_scale > 0, "
                              f"got {self.clean_context_prob}, {self.residual}, {self.delta_scale}")
+        if self.change_weight < 0 or (self.change_weight > 0 and not (self.delta or self.residual)):
+            raise ValueError(f"diffusion: change_weight={self.change_weight} must be >= 0, and > 0 needs delta or "
+                             f"residual (the change is taken from the anchor frame)")
         if self.target == "eps" and self.zero_terminal_snr:
             raise ValueError("diffusion: target=eps with zero_terminal_snr=True is degenerate at t=T-1 "
                              "(x0 = (x_t - eps)/0); use --diffusion.zero-terminal-snr False for eps")
+
+
+def change_weights(x0: torch.Tensor, anchor: torch.Tensor, weight: float, threshold: float) -> torch.Tensor:
+    """Per-pixel loss weights (B, F, 1, H, W): 1 + weight where some channel of the frame x0 (B, F, C, H, W)
+    differs from the anchor (B, 1, C, H, W) by more than threshold, else 1."""
+    changed = ((x0.float() - anchor.float()).abs().amax(dim=2, keepdim=True) > threshold)  # (B, F, 1, H, W)
+    return 1.0 + weight * changed.float()
 
 
 class Objective:
@@ -204,14 +221,17 @@ class Objective:
         ctx = d["ctx"]
         level = torch.where(ctx, self.clean_level(d["level"]), d["level"])
         eps = d["eps"].to(x0.dtype)
-        anchor = None
+        anchor, pix_w = None, None
         if self.cfg.residual or self.cfg.delta:  # every clip starts clean (checked in the config): its last clean frame
             last = (ctx.sum(1) - 1).clamp(min=0)  # (B,)
             anchor = x0[torch.arange(B, device=x0.device), last][:, None]  # (B, 1, C, H, W)
+            if self.cfg.change_weight > 0:
+                pix_w = change_weights(x0, anchor, self.cfg.change_weight, self.cfg.change_threshold)  # (B, F, 1, H, W)
             x0 = self.to_delta(x0, anchor)  # (B, F, C, H, W) the change, with `delta`
         x_t = self.noised(x0, eps, level)  # (B, F, C, H, W)
         pred = self.predict(model, x_t, level, actions, anchor)
-        mse = (pred.float() - self.target(x0, eps, level).float()).pow(2).mean(dim=(2, 3, 4))  # (B, F)
+        err = (pred.float() - self.target(x0, eps, level).float()).pow(2)  # (B, F, C, H, W)
+        mse = (err if pix_w is None else err * pix_w).mean(dim=(2, 3, 4))  # (B, F)
         snr = torch.zeros_like(mse) if self.flow else self.schedule.snr(level)
         w = tg.min_snr_weight(snr, self.cfg.snr_gamma, self.cfg.target) * (~ctx)  # (B, F)
         return (w * mse).sum() / (~ctx).sum().clamp(min=1), {"mse": mse[~ctx].mean().detach()}
