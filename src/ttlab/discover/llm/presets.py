@@ -45,7 +45,7 @@ def cpu_smollm2_blocks() -> TrainConfig:
     cfg.prompt_format = "blocks"
     cfg.policy.temperature, cfg.policy.backend = 1.0, "llama"
     cfg.policy.max_new_tokens = 384
-    cfg.warm = WarmStartConfig(groups=60, per_group=8, lr=3e-3)
+    cfg.warm = WarmStartConfig(groups=100, per_group=8, lr=3e-3, cosine=True, bf16=True)
     cfg.rollouts_per_state, cfg.micro_batch, cfg.lr = 16, 8, 3e-4
     return cfg
 
