@@ -253,8 +253,8 @@ class LLMPolicy:
         """Log-probs (n, C) and mask (n, C) of `completions` (all continuing `prompt`) with ONE prompt
         forward: its KV cache is repeated to the n rows, so the gradient through the prompt is exact and
         the prompt is paid once. Completions are right-padded (a causal row never sees its padding).
-        `temperature` (default: the sampler's) divides the logits; `bf16` (default `learn_bf16`) runs the
-        forward and backward under bfloat16 autocast on CPU."""
+        `temperature` (default: the sampler's) divides the logits; `bf16` (default: `learn_bf16` when `grad`)
+        runs the adapter's forward (and backward) under bfloat16 autocast on CPU."""
         n = len(completions)
         P = prompt.numel()
         comps = pad_sequence(completions, batch_first=True, padding_value=0).to(self.device)  # (n, C)
@@ -264,9 +264,9 @@ class LLMPolicy:
         inp = torch.cat([prompt[-1:].to(self.device).expand(n)[:, None], comps[:, :-1]], dim=1)  # (n, C)
         pos = (P - 1 + torch.arange(C, device=self.device)).expand(n, C)  # (n, C)
         ctx = torch.enable_grad() if adapter and grad else torch.no_grad()
-        bf16 = self.cfg.learn_bf16 if bf16 is None else bf16
+        bf16 = (self.cfg.learn_bf16 and grad) if bf16 is None else bf16
         amp = torch.autocast(self.device.type, dtype=torch.bfloat16,
-                             enabled=bool(bf16 and adapter and grad and self.device.type == "cpu"))
+                             enabled=bool(bf16 and adapter and self.device.type == "cpu"))
         with ctx, amp:
             cache = self._prefill(prompt, n, adapter)
             if adapter:
