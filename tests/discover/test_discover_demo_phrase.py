@@ -17,3 +17,18 @@ def test_no_update_is_reported_as_nothing_learned():
 def test_updates_are_counted():
     text = learned_live([_row("TTT", 0.5, 6), _row("TTT", 0.0, 0), _row("TTT", 0.25, 4)], 3e-4)
     assert text.startswith("2 LoRA update(s)") and "in 3 steps" in text
+
+
+def test_update_probe_counts_updates_that_favour_the_better_programs_and_the_table_shows_it():
+    from ttlab.discover.demo import step_table
+
+    rows = [{**_row("TTT", 0.5, 6), "learn/dlogp_pos": 0.02, "learn/dlogp_neg": -0.01},
+            {**_row("TTT", 0.75, 8), "learn/dlogp_pos": -0.03, "learn/dlogp_neg": 0.01},
+            _row("TTT", 0.0, 0)]
+    text = learned_live(rows, 3e-4)
+    assert "1 of 2 made the step's better-than-average programs likelier" in text
+    for r in rows:
+        r.update({"step": 1, "rollout/reward_mean": 1.0, "rollout/score_best": float("nan"), "tree/best_score": 0.4,
+                  "time/step_s": 9.0, "time/generate_s": 5.0, "time/evaluate_s": 1.0, "time/learn_s": 3.0})
+    table = step_table(rows)
+    assert "+0.020 / -0.010" in table[2] and "-0.030 / +0.010" in table[3] and "| - |" in table[4]

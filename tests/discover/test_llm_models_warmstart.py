@@ -214,3 +214,26 @@ def test_every_warm_start_target_fits_in_the_presets_completion_cap(preset):
         comps += [random_blocks.random_program(rng)[0][len(BLOCKS_HEAD):] + "```" for _ in range(2000)]
     lengths = [len(tok(c, add_special_tokens=False)["input_ids"]) + 1 for c in comps]  # + the EOS
     assert max(lengths) <= cfg.policy.max_new_tokens, (preset, max(lengths), cfg.policy.max_new_tokens)
+
+
+def test_warm_start_learns_the_same_adapter_at_any_sampling_temperature(tmp_path, monkeypatch, tiny_dir):
+    """The SFT's log-probs are taken at T = 1 whatever the sampler's temperature, so the cache key (which does not
+    hold the temperature) names one adapter; cosine decay and bf16 autocast run and still lower the loss."""
+    monkeypatch.setenv("TTLAB_CACHE", str(tmp_path / "cache"))
+    cfg = WarmStartConfig(groups=4, per_group=2, epochs=2, lr=3e-3, seed=0, cosine=True)
+    states = []
+    for t in (1.0, 0.3):
+        torch.manual_seed(0)
+        pol = LLMPolicy(PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8, temperature=t),
+                        torch.device("cpu"), answer_prefix="```python\n")
+        info = warm_start(pol, cfg, cache=False, log=lambda *_: None)
+        assert info["loss_last"] < info["loss_first"]
+        states.append(pol.adapter_state())
+    a, b = states
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    torch.manual_seed(0)
+    pol = LLMPolicy(PolicyConfig(model=str(tiny_dir), lora_rank=4, lora_alpha=8), torch.device("cpu"),
+                    answer_prefix="```python\n")
+    info = warm_start(pol, WarmStartConfig(groups=4, per_group=2, epochs=2, lr=3e-3, seed=0, bf16=True),
+                      cache=False, log=lambda *_: None)
+    assert info["loss_last"] < info["loss_first"]

@@ -77,9 +77,11 @@ DEMO_STEPS, DEMO_ROLLOUTS = 3, 8
 
 def demo_config(name: str):
     """A preset shrunk to the demo: `DEMO_STEPS` steps of 1 state x `DEMO_ROLLOUTS` rollouts, llama.cpp sampling
-    when it is installed."""
+    when it is installed, and the update probe (each update's log-prob change of the step's programs with a positive
+    and a negative advantage: what the LLM learned, visible within 3 steps)."""
     cfg = TRAIN_PRESETS[name]()
     cfg.steps, cfg.states_per_step, cfg.rollouts_per_state = DEMO_STEPS, 1, DEMO_ROLLOUTS
+    cfg.probe_update = True
     cfg.policy.gen_batch_size = cfg.micro_batch = DEMO_ROLLOUTS
     if cfg.policy.backend == "hf" and llama_backend.available():
         cfg.policy.backend = "llama"
@@ -105,14 +107,24 @@ def ready_warm_start(name: str) -> tuple[str, Path] | None:
     return None
 
 
+def _dlogp(r: dict) -> str:
+    """The update's mean per-token log-prob change of the step's programs with A > 0 / A < 0 (`-`: no update)."""
+    pos, neg = r.get("learn/dlogp_pos"), r.get("learn/dlogp_neg")
+    if pos is None or neg is None:
+        return "-"
+    return " / ".join("-" if v != v else f"{v:+.3f}" for v in (pos, neg))
+
+
 def step_table(rows: list[dict]) -> list[str]:
-    out = ["| arm | step | valid | mean reward | best C5 this step | best C5 in tree | s (generate / evaluate / learn) |",
-           "|---|---|---|---|---|---|---|"]
+    out = ["| arm | step | valid | mean reward | best C5 this step | best C5 in tree | update: log-prob change, A > 0 / "
+           "A < 0 | s (generate / evaluate / learn) |",
+           "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         best = r["rollout/score_best"]
         out.append(f"| {r['arm']} | {r['step']} | {r['rollout/valid_rate']:.2f} | {r['rollout/reward_mean']:.3f} | "
-                   f"{'-' if best != best else f'{best:.6f}'} | {r['tree/best_score']:.6f} | {r['time/step_s']:.0f} "
-                   f"({r['time/generate_s']:.0f} / {r['time/evaluate_s']:.0f} / {r['time/learn_s']:.0f}) |")
+                   f"{'-' if best != best else f'{best:.6f}'} | {r['tree/best_score']:.6f} | {_dlogp(r)} | "
+                   f"{r['time/step_s']:.0f} ({r['time/generate_s']:.0f} / {r['time/evaluate_s']:.0f} / "
+                   f"{r['time/learn_s']:.0f}) |")
     return out
 
 
@@ -124,8 +136,13 @@ def learned_live(rows: list[dict], lr: float) -> str:
     if updated == 0:
         return (f"nothing: in none of the {len(ttt)} TTT steps did the verified rewards differ within a group (valid "
                 "rate " + " / ".join(f"{r['rollout/valid_rate']:.2f}" for r in ttt) + "), so no LoRA update was made")
+    probed = [r for r in ttt if r.get("learn/samples", 0) > 0 and r.get("learn/dlogp_pos") == r.get("learn/dlogp_pos")
+              and r.get("learn/dlogp_neg") == r.get("learn/dlogp_neg") and r.get("learn/dlogp_pos") is not None]
+    toward = sum(1 for r in probed if r["learn/dlogp_pos"] > r["learn/dlogp_neg"])
+    moved = (f"; {toward} of {len(probed)} made the step's better-than-average programs likelier relative to its "
+             "worse ones (log-prob change per token, A > 0 vs A < 0, in the table)") if probed else ""
     return (f"{updated} LoRA update(s) of the TTT arm in {len(ttt)} steps, from the verified rewards of its own "
-            f"programs in this run (entropic advantages, lr {lr:g})")
+            f"programs in this run (entropic advantages, lr {lr:g}){moved}")
 
 
 def run_arm(cfg, out_dir: Path, arm: str) -> list[dict]:

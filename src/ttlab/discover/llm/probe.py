@@ -25,8 +25,9 @@ def update_probe(policy: LLMPolicy, gens: list[Generation], A: torch.Tensor,
     policy.model.eval()
     for mb, old, mask in before:
         if shared:
+            # in the learn phase's precision (bf16 autocast when `learn_bf16`), else its rounding would show as a change
             new, _ = policy.group_logprobs(gens[mb[0]].prompt_ids, [gens[i].completion_ids for i in mb],
-                                            grad=False)  # (b, C)
+                                            grad=False, bf16=policy.cfg.learn_bf16)  # (b, C)
         else:
             new = policy.logprobs(collate([gens[i] for i in mb], policy.tokenizer.pad_token_id, policy.device))
         d = ((new - old) * mask).sum(-1)  # (b,)

@@ -212,6 +212,7 @@ class Trainer:
             "rollout/reward_best": float(rewards.max()) if rewards.size else 0.0,
             "rollout/score_best": best_score,
             "rollout/code_rate": float(np.mean([c is not None for c in codes])) if codes else 0.0,
+            "rollout/run_rate": float(np.mean([sr is not None and sr.ok for sr, _ in results])) if results else 0.0,
             "rollout/copy_rate": float(np.mean([pr.verdict == "copy" for pr in provs])) if provs else 0.0,
             "adv/beta_mean": float(np.mean(betas)) if betas else float("nan"),
             "adv/beta_at_cap_frac": float(np.mean(capped)) if capped else float("nan"),

@@ -20,7 +20,7 @@ from ttlab.discover.loop import run_search
 
 ARMS = ("trained", "frozen", "random_blocks")
 # the trainer metrics each step row keeps (the `rollout/` prefix dropped)
-KEYS = ("rollout/parse_rate", "rollout/valid_rate", "rollout/reward_mean", "rollout/reward_best",
+KEYS = ("rollout/parse_rate", "rollout/run_rate", "rollout/valid_rate", "rollout/reward_mean", "rollout/reward_best",
         "rollout/score_best", "rollout/score_mean", "tree/best_score", "rollout/completion_tokens_mean",
         "rollout/finished_rate", "adv/kept_frac", "adv/abs_max_raw", "adv/beta_mean", "adv/beta_at_cap_frac",
         "learn/samples", "learn/grad_norm", "learn/ratio_mean", "learn/ratio_max", "learn/dlogp_pos",
@@ -40,7 +40,7 @@ def trainer_steps(tr, cfg: TrainConfig, name: str, wall_budget: float, after_ste
             rows.append({k.split("/")[-1] if k.startswith("rollout/") else k: m.get(k) for k in KEYS}
                         | {"step": tr.step_idx, "evals": tr.step_idx * per_step, "wall_s": round(time.time() - t0, 1),
                            "load1": round(os.getloadavg()[0], 2)})
-            print(f"[{name}] step {tr.step_idx}: parse {m['rollout/parse_rate']:.2f} valid "
+            print(f"[{name}] step {tr.step_idx}: parse {m['rollout/parse_rate']:.2f} run {m['rollout/run_rate']:.2f} valid "
                   f"{m['rollout/valid_rate']:.2f} reward mean {m['rollout/reward_mean']:.4f} best C5 "
                   f"{m['tree/best_score']:.6f} ({m['time/step_s']:.0f} s: gen {m['time/generate_s']:.0f} "
                   f"eval {m['time/evaluate_s']:.0f} learn {m['time/learn_s']:.0f})", flush=True)

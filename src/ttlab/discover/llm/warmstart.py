@@ -108,6 +108,13 @@ def blocks_examples(cfg: WarmStartConfig) -> list[tuple[str, list[str]]]:
     return out
 
 
+SFT_TEMPERATURE = 1.0
+"""The temperature of the SFT's log-probs, whatever the sampler's: the warm start fits the model's own
+distribution to the grammar, so one adapter serves every sampling temperature and T < 1 sharpens what was
+learned (an SFT at the sampler's T = 0.5 would teach logits that only match the grammar once halved). It is in
+the key, so adapters trained at another temperature are not reused."""
+
+
 def _grammar_source(answer_prefix: str) -> str:
     """The source of the grammar a warm start trains on (part of its key)."""
     mod = random_blocks if BLOCKS_HEAD in answer_prefix else corpus
@@ -119,7 +126,8 @@ def key_digest(cfg: WarmStartConfig, model_path, lora_rank: int, lora_alpha: int
     """The cache key of a warm start: its config, the resolved model, the LoRA shape, the answer prefix and
     the grammar's source (`corpus.py`, or `random_blocks.py` for the blocks format)."""
     key = json.dumps({"cfg": asdict(cfg), "model": str(model_path), "rank": lora_rank, "alpha": lora_alpha,
-                      "targets": target_modules, "prefix": answer_prefix, "corpus": _grammar_source(answer_prefix)},
+                      "targets": target_modules, "prefix": answer_prefix, "corpus": _grammar_source(answer_prefix),
+                      "sft_temperature": SFT_TEMPERATURE},
                      sort_keys=True)
     return hashlib.sha1(key.encode()).hexdigest()[:12]
 
@@ -142,7 +150,8 @@ def shipped_key(cfg: WarmStartConfig, model: str, lora_rank: int, lora_alpha: in
     """The key a shipped adapter is stored under: like `key_digest` but with `model_identity` instead of the
     resolved model path (which names this machine's cache)."""
     key = json.dumps({"cfg": asdict(cfg), "model": model_identity(model), "rank": lora_rank, "alpha": lora_alpha,
-                      "targets": target_modules, "prefix": answer_prefix, "corpus": _grammar_source(answer_prefix)},
+                      "targets": target_modules, "prefix": answer_prefix, "corpus": _grammar_source(answer_prefix),
+                      "sft_temperature": SFT_TEMPERATURE},
                      sort_keys=True)
     return hashlib.sha1(key.encode()).hexdigest()[:12]
 
@@ -177,6 +186,9 @@ def sft(policy: LLMPolicy, cfg: WarmStartConfig, log=print, prompt_format: str =
     data = sft_examples(cfg, prompt_format=prompt_format)
     eos = int(policy.eos_ids[0])
     opt = torch.optim.Adam(policy.trainable_parameters(), lr=cfg.lr)
+    total = max(1, cfg.epochs * len(data))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda i: 0.5 * (1.0 + np.cos(np.pi * min(i, total) / total)) if cfg.cosine else 1.0)
     rng = np.random.default_rng(cfg.seed + 1)
     losses, t0 = [], time.perf_counter()
     policy.model.train()
@@ -185,12 +197,13 @@ def sft(policy: LLMPolicy, cfg: WarmStartConfig, log=print, prompt_format: str =
             prompt, comps = data[int(k)]
             p_ids = policy.encode(prompt)
             c_ids = [torch.tensor(policy.tokenizer(c, add_special_tokens=False)["input_ids"] + [eos]) for c in comps]
-            lp, mask = policy.group_logprobs(p_ids, c_ids)  # (n, C)
+            lp, mask = policy.group_logprobs(p_ids, c_ids, temperature=SFT_TEMPERATURE, bf16=cfg.bf16)  # (n, C)
             loss = -lp.sum() / mask.sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), 1.0)
             opt.step()
+            sched.step()
             losses.append(float(loss.detach()))  # host sync once per group (logged)
             if len(losses) % 8 == 0:
                 log(f"warm start: epoch {ep} group {len(losses)}: loss {np.mean(losses[-8:]):.3f} "
