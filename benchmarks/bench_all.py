@@ -69,6 +69,8 @@ def quick_commands(out: Path) -> dict[str, list[str]]:
                             "--out", str(out / "wm_action_probe" / "wm_action_probe.json")],
         "wm_step_speed": ["benchmarks/wm_step_speed.py", "--ref", "HEAD", "--steps", "1",
                           "--out", str(out / "wm_step_speed" / "wm_step_speed.json")],
+        "wm_speed_configs": ["benchmarks/wm_speed_configs.py", "--widths", "64", "96", "--depth", "2", "--steps", "1",
+                             "--out", str(out / "wm_speed_configs" / "wm_speed_configs.json")],
         "drive_human_replay": ["benchmarks/drive_human_replay.py", "--k", "2", "--episodes", "1",
                                "--out", str(out / "drive_human_replay" / "drive_human_replay.json")],
         "discover_cpu_clock": ["benchmarks/discover_cpu_clock.py", "--budget-s", "4",

@@ -5,7 +5,8 @@ bit for bit and differ only in the actions after them (the pusher's target heads
 directions). Only the actions tell the futures apart, so:
 
   - `--overfit`: train the `pusht_cpu` model (same architecture, objective, sampler) on these few clips only,
-    and score every `--eval-every` steps;
+    and score every `--eval-every` steps; with `--train-pool N`, train on N contexts of the training pool of
+    branched clips (`ttlab.worldmodel.data.branches`) instead and score on the held-out probe contexts;
   - `--run DIR`: score a trained run (its EMA weights and action statistics) on held-out probe clips.
 
 Scores (10-step sampler, fixed noise): the agent's position read from the predicted frames (colour centroid,
@@ -17,6 +18,7 @@ over true agent pixels.
 
     python benchmarks/wm_action_probe.py --overfit --minutes 6 --injection additive --out runs/bench/probe_add.json
     python benchmarks/wm_action_probe.py --run runs/wm/pilot_g5
+    python benchmarks/wm_action_probe.py --overfit --train-pool 256 --seeds 101 102 103 104 --minutes 15
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import torch
 
 from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.data import repo_relative
+from ttlab.worldmodel.data.branches import branch_pool
 from ttlab.worldmodel.data.pusht import branch_clips
 from ttlab.worldmodel.data.windows import compute_action_stats, window_actions
 from ttlab.worldmodel.diffusion import Objective
@@ -123,6 +126,8 @@ def main() -> None:
     ap.add_argument("--injection", default="additive", help="overfit: the model's action injection")
     ap.add_argument("--change-weight", type=float, default=0.0, help="overfit: diffusion.change_weight")
     ap.add_argument("--batch", type=int, default=16, help="overfit: clips per step (the probe clips repeated)")
+    ap.add_argument("--train-pool", type=int, default=0, help="overfit: train on this many contexts of the training "
+                    "branched-clip pool (the preset's pool seed) instead, and score on the held-out --seeds")
     ap.add_argument("--lr", type=float, default=6e-4)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, help="write the JSON here too")
@@ -144,18 +149,31 @@ def main() -> None:
         out |= {"mode": "trained", "run": repo_relative(args.run), "step": lw.step, "injection": lw.model.cfg.injection,
                 "scores": score(lw.model, lw.obj, frames, actions, args.branches, n_ctx, base.sample_steps)}
     else:
-        st = compute_action_stats(list(clips["rel_actions"]))  # the probe's own statistics: overfitting only
+        train_clips = clips
+        if args.train_pool:  # many contexts, scored on held-out ones
+            pool_cfg = replace(base.branch, contexts=max(args.train_pool, base.branch.contexts))  # the cached pool
+            pool, pool_path, _ = branch_pool(pool_cfg, 64, F, n_ctx, interval, show_progress=False)
+            keep = pool["group"] < args.train_pool  # its first contexts (context i depends on (seed, i) only)
+            train_clips = {k: v[keep] for k, v in pool.items()}
+            out |= {"train_pool": {"file": repo_relative(pool_path), "contexts": args.train_pool,
+                                   "clips": int(len(train_clips["frames"]))}}
+        st = compute_action_stats(list(train_clips["rel_actions"]))  # the training clips' own statistics
         frames, actions = to_tensors(clips, st.mean, st.std, F, interval)
+        tr_frames, tr_actions = to_tensors(train_clips, st.mean, st.std, F, interval)
         cfg = replace(base, injection=args.injection,
                       diffusion=replace(base.diffusion, change_weight=args.change_weight))
         torch.manual_seed(0)
         model = NanoWM(build_model_config(cfg, tuple(frames.shape[2:]), actions.shape[-1]))
         obj = Objective(cfg.diffusion)
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.99))
-        reps = -(-args.batch // len(frames))
-        xb, ab = frames.repeat(reps, 1, 1, 1, 1)[:args.batch], actions.repeat(reps, 1, 1)[:args.batch]
+        reps = -(-args.batch // len(tr_frames))
+        xb, ab = tr_frames.repeat(reps, 1, 1, 1, 1)[:args.batch], tr_actions.repeat(reps, 1, 1)[:args.batch]
+        draw = torch.Generator().manual_seed(0)
         curve, step, t_train, losses = [], 0, time.time(), []
         while step < args.max_steps and time.time() - t_train < args.minutes * 60:
+            if len(tr_frames) > args.batch:  # a fresh random batch of the pool each step
+                idx = torch.randperm(len(tr_frames), generator=draw)[:args.batch]
+                xb, ab = tr_frames[idx], tr_actions[idx]
             for g in opt.param_groups:
                 g["lr"] = args.lr * min(1.0, (step + 1) / 20)
             with torch.autocast("cpu", dtype=torch.bfloat16):

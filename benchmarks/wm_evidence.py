@@ -68,6 +68,8 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=0, help="fix the step budget instead (0 = from --train-minutes)")
     ap.add_argument("--hidden", type=int, default=0, help="override the preset's width (0 keeps it)")
     ap.add_argument("--depth", type=int, default=0, help="override the preset's depth (0 keeps it)")
+    ap.add_argument("--branch-frac", type=float, default=0.0, help="share of each batch from the branched-clip pool "
+                    "(one context, action-determined futures; 0 = off)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--run-name", default="evidence")
     ap.add_argument("--root", default="runs", help="runs root: the run is ROOT/wm/RUN_NAME")
@@ -96,7 +98,7 @@ def main() -> None:
               "earlier_scripted": motion_stats(old, [len(s) for s in old], 5, 64)}
 
     cfg = replace(pusht_cpu(), data=str(data), threads=args.threads, run_name=args.run_name, root=args.root,
-                  resume=args.resume)
+                  resume=args.resume, branch=replace(pusht_cpu().branch, frac=args.branch_frac))
     if args.hidden or args.depth:
         cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
     run_dir = Path(cfg.root) / "wm" / cfg.run_name
@@ -128,6 +130,7 @@ def main() -> None:
         tr = {k: tr[k] for k in ("steps", "seconds", "stopped_by_wall_clock")} | {"steps_before": steps_before}
         summary.write_text(json.dumps(tr) + "\n")
     wm = load_world_model(run_dir)
+    saved = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
     # the whole training loop's rate (data, Lightning, EMA included) over the steps this process trained
     trained_gflop = speed["step_bf16"]["gflop_per_step"] * (tr["steps"] - steps_before)
     achieved = trained_gflop / tr["seconds"] if tr["seconds"] == tr["seconds"] and tr["seconds"] > 0 else float("nan")
@@ -177,7 +180,8 @@ def main() -> None:
         "train": {"steps": tr["steps"], "max_steps": max_steps if args.max_steps else None,
                   "budget_minutes": cfg.budget_minutes or None, "batch": cfg.batch_size, "lr": cfg.lr,
                   "minutes": r(tr["seconds"] / 60, 2), "stopped_by_wall_clock": tr["stopped_by_wall_clock"],
-                  "resumed": args.resume, "eval_only": args.eval_only},
+                  "resumed": args.resume, "eval_only": args.eval_only,
+                  "run_config": {k: saved.get(k) for k in ("diffusion", "branch", "injection", "seed")}},
         "blend_alpha_by_lag": r(base.blend_alpha, 3),
         "windows": {"count": w["count"], "n_ctx": w["n_ctx"], "predicted": w["predicted"],
                     "seed_pair_psnr": r(w["seed_pair/psnr"]), "seed_pair_psnr/by_lag": r(w["seed_pair/psnr/by_lag"]),

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from ttlab.worldmodel.data.branches import BranchConfig
 from ttlab.worldmodel.diffusion import DiffusionConfig
 
 
@@ -56,6 +57,8 @@ class TrainConfig:
     """Override the size's head count (0 keeps it)."""
     diffusion: DiffusionConfig = field(default_factory=DiffusionConfig)
     """Noise process and objective."""
+    branch: BranchConfig = field(default_factory=BranchConfig)
+    """Branched PushT clips (one context, action-determined futures) mixed into every training batch."""
     batch_size: int = 32
     """Clips per optimizer step per device."""
     lr: float = 1e-4

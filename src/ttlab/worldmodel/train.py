@@ -24,15 +24,22 @@ import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import TensorBoardLogger
 from lightning.pytorch.strategies import DDPStrategy
-from torch.utils.data import DataLoader, Subset
+from torch.utils.data import ConcatDataset, DataLoader, Subset
 
 from ttlab.common.checkpoint import atomic_write_text, save_checkpoint
 from ttlab.common.config import parse_config, to_dict
+from ttlab.common.data import repo_relative
 from ttlab.common.device import resolve_device
 from ttlab.common.duration import parse_duration
 from ttlab.common.runs import RunDir, make_run_dir
 from ttlab.worldmodel.codecs.load import load_codec
 from ttlab.worldmodel.config import TrainConfig
+from ttlab.worldmodel.data.branches import (
+    BranchPoolDataset,
+    MixedBatchSampler,
+    branch_pool,
+    check_branch_config,
+)
 from ttlab.worldmodel.data.csgo import CSGOSource, published_split, published_windows
 from ttlab.worldmodel.data.episodes import default_cache_bytes
 from ttlab.worldmodel.data.sources import detect_format, open_source
@@ -282,6 +289,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     if cfg.data != "toy":
         detect_format(cfg.data)  # a missing or unreadable dataset fails here, before any run directory exists
+    if check_branch_config(cfg.branch, cfg.batch_size) and cfg.data == "toy":
+        raise ValueError(f"--branch.frac {cfg.branch.frac}: branched clips are PushT; --data toy has none")
     codec = None
     if cfg.codec != "pixel":
         codec = load_codec(cfg.codec, "cpu").requires_grad_(False)
@@ -295,7 +304,12 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     module = WorldModelModule(cfg, model_cfg, codec)
     val_sub = fixed_subset(val_ds, cfg.val_samples, cfg.seed)
     nw = cfg.num_workers
-    if cfg.rank_invariant:
+    branch = branch_sampling(cfg, train_ds)
+    if branch is not None:
+        mixed, sampler, pool_info = branch
+        train_dl = DataLoader(mixed, batch_size=cfg.batch_size, sampler=sampler, drop_last=True, num_workers=nw,
+                              persistent_workers=nw > 0, pin_memory=dev.type == "cuda")
+    elif cfg.rank_invariant:
         train_dl = DataLoader(train_ds, batch_size=cfg.batch_size, sampler=GlobalBatchSampler(len(train_ds),
                               cfg.batch_size, cfg.seed), drop_last=True, num_workers=nw, persistent_workers=nw > 0,
                               pin_memory=dev.type == "cuda")
@@ -333,10 +347,32 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     return {"run_dir": str(run.path), "steps": int(trainer.global_step), "max_steps": cfg.max_steps, "seconds": secs,
             "stopped_by_wall_clock": guard is not None and guard.stopped_at is not None,
             "weights": str(run.checkpoints / "weights_latest"), "metrics": metrics,
-            "world_size": trainer.world_size, "loss_curve": module.loss_curve}
+            "world_size": trainer.world_size, "loss_curve": module.loss_curve,
+            "branch_pool": branch[2] if branch is not None else None}
 
 
 RUN_DIR_ENV = "TTLAB_WM_RUN_DIR"
+
+
+def branch_sampling(cfg: TrainConfig, train_ds: WindowDataset):
+    """With `branch.frac` > 0: (windows + branched-clip pool dataset, the mixing sampler, a summary of the pool);
+    else None. The pool is simulated at the dataset's frame size and window shape (PushT pixels only)."""
+    k = check_branch_config(cfg.branch, cfg.batch_size)
+    if k == 0:
+        return None
+    if cfg.data == "toy" or train_ds.source.is_latent or train_ds.codec is not None or train_ds.raw_action_dim != 2:
+        raise ValueError(f"--branch.frac {cfg.branch.frac}: branched clips are PushT pixels with 2-D actions; "
+                         f"--data {cfg.data} is not (latent, codec or {train_ds.raw_action_dim}-D actions)")
+    C, H, W = train_ds[0]["frames"].shape[1:]
+    n_ctx = cfg.diffusion.context_frames or cfg.n_ctx
+    pool, path, made = branch_pool(cfg.branch, H, cfg.num_frames, n_ctx, cfg.frame_interval,
+                                   show_progress=cfg.progress_bar)
+    if pool["frames"].shape[2:4] != (H, W):
+        raise ValueError(f"{path}: pool frames {pool['frames'].shape[2:4]} differ from the data's {(H, W)}")
+    pool_ds = BranchPoolDataset(pool, train_ds.action_stats, cfg.num_frames, cfg.frame_interval)
+    sampler = MixedBatchSampler(len(train_ds), len(pool_ds), cfg.batch_size, k, cfg.seed)
+    info = {"file": repo_relative(path), "clips": len(pool_ds), "per_batch": k, "simulated_now": made}
+    return ConcatDataset([train_ds, pool_ds]), sampler, info
 
 
 def loggers(cfg: TrainConfig, run_path: Path) -> list:

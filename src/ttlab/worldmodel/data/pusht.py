@@ -312,12 +312,13 @@ class PushTConfig:
 
 
 def branch_clips(seed: int, start: int = 20, branches: int = 4, num_frames: int = 5, n_ctx: int = 2,
-                 frame_interval: int = 5, speed: float = 9.0, resolution: int = 64) -> dict[str, np.ndarray]:
+                 frame_interval: int = 5, speed: float = 9.0, resolution: int = 64,
+                 angle: float = 0.0) -> dict[str, np.ndarray]:
     """Clips that share their context and differ only in the actions after it: an action-identifiability probe.
 
     The smooth pusher drives episode `seed` for `start` raw steps plus the context's; then each branch b moves
-    the PD target from the agent's position in direction 2 pi b / branches at `speed` world units per step for
-    the rest of the clip. The simulator is deterministic, so every branch's context frames are bit-identical
+    the PD target from the agent's position in direction `angle` + 2 pi b / branches (radians) at `speed` world
+    units per step for the rest of the clip. The simulator is deterministic, so every branch's context frames are bit-identical
     and only the actions tell the futures apart: a model that ignores its actions can at best draw their mean.
     Returns frames uint8 (branches, num_frames, r, r, 3), raw rel_actions (branches, n_raw, 2) over the clip's
     raw steps (n_raw = (num_frames - 1) * frame_interval), states (branches, num_frames, 5)."""
@@ -343,7 +344,8 @@ def branch_clips(seed: int, start: int = 20, branches: int = 4, num_frames: int 
     for b in range(branches):
         obs, info = env.reset(seed=int(seed) % 2**32)
         fr, ra, st = [], [], []
-        direction = np.array([np.cos(2 * np.pi * b / branches), np.sin(2 * np.pi * b / branches)])
+        th = angle + 2 * np.pi * b / branches
+        direction = np.array([np.cos(th), np.sin(th)])
         target = None
         for t in range(start + n_raw + 1):
             agent, block = np.asarray(info["pos_agent"], np.float64), np.asarray(info["block_pose"], np.float64)
