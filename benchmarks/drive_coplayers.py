@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from ttlab.common.checkpoint import load_checkpoint
 from ttlab.common.data import repo_relative
 from ttlab.drive.partner_adapt import evaluate_partner, partner_label, short_metrics
 from ttlab.drive.partner_coplayers import (
@@ -165,7 +166,7 @@ def main() -> int:
             + " || " + " ".join(f"{e} {v['trial_0_score']:.2f}/{v['trial_1_score']:.2f}" for e, v in egos[lab].items()))
     coplayers = {}
     for (n, stem, wall), spec in zip(trained, specs, strict=True):
-        ck = json.loads(Path(stem + ".json").read_text())
+        ck = load_checkpoint(stem, "cpu")
         coplayers[partner_label(stem)] = {
             "name": n, "spec": dataclasses.asdict(spec), "checkpoint": repo_relative(stem), "wall_s": wall,
             "train_wall_s": ck.get("train_wall_s"), "updates": ck.get("update"),
