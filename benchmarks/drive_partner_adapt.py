@@ -70,11 +70,17 @@ COPLAYER_ROOT = Path(__file__).resolve().parents[1] / "runs" / "drive" / "coplay
 SHADES = {"transformer": (31, 119, 180), "lstm": (44, 160, 44), "mlp": (230, 120, 20)}
 
 
-def plot(runs: list[dict], path: Path) -> None:
-    """Training-rollout score per trial (trial 0 dashed, trial 1 solid) and trial 1 - trial 0, per arm (PIL)."""
+def plot(runs: list[dict], path: Path, summary: dict | None = None) -> None:
+    """Training-rollout score per trial (trial 0 dashed, trial 1 solid) and trial 1 - trial 0, per arm; with a
+    population beyond the two scripted types, a third row: held-out scenes, trial 0 / trial 1 score per partner and
+    arm (mean over seeds) (PIL)."""
     from PIL import Image, ImageDraw
 
-    img = Image.new("RGB", (1000, 400), (255, 255, 255))
+    arms = [a for a in (summary or {}) if "train_partners_per_partner" in summary[a]]
+    partners = [(w, n) for w in ("train_partners", "held_out_partners") for n in
+                (summary[arms[0]].get(f"{w}_per_partner", {}) if arms else {})]
+    rows3 = len(partners) > 4
+    img = Image.new("RGB", (1000, 700 if rows3 else 400), (255, 255, 255))
     draw = ImageDraw.Draw(img)
     xmax = max((c["agent_steps"] for r in runs for c in r["curve"]), default=1)
 
@@ -118,6 +124,28 @@ def plot(runs: list[dict], path: Path) -> None:
     panel((560, 40, 990, 340), d, "trial k - trial 0 score" if K > 2 else "trial 1 - trial 0 score", -0.5, 1.0)
     draw.text((50, 370), "blue transformer (KV cache across trials), green LSTM, orange MLP; pale = with the privileged "
               "aux loss; one line per seed", fill=(0, 0, 0))
+    if rows3:  # per partner: trial 0 (pale) and trial 1 (full) score of each arm, mean over seeds
+        x0, y0, x1, y1 = 50, 440, 990, 640
+        draw.rectangle((x0, y0, x1, y1), outline=(0, 0, 0))
+        draw.text((x0, y0 - 16), "held-out scenes, per partner (* = held-out partner): trial 0 score (pale), trial 1 "
+                  "(full), one pair per arm, mean over seeds", fill=(0, 0, 0))
+        for v in (0.0, 0.5, 1.0):
+            draw.line([(x0, y1 - (y1 - y0) * v), (x1, y1 - (y1 - y0) * v)], fill=(225, 225, 225))
+            draw.text((x0 - 34, y1 - (y1 - y0) * v - 6), f"{v:.1f}", fill=(0, 0, 0))
+        slot = (x1 - x0) / len(partners)
+        w = slot * 0.8 / (2 * len(arms))
+        for i, (where, name) in enumerate(partners):
+            for j, arm in enumerate(arms):
+                rgb = SHADES.get(arm.removesuffix("_aux"), (0, 0, 0))
+                row = summary[arm][f"{where}_per_partner"][name]
+                for t, shade in ((0, tuple(min(255, c + 110) for c in rgb)), (1, rgb)):
+                    vals = [v for v in row[f"trial_{t}_score"] if v == v]
+                    if vals:
+                        v = sum(vals) / len(vals)
+                        bx = x0 + i * slot + slot * 0.1 + (2 * j + t) * w
+                        draw.rectangle([bx, y1 - (y1 - y0) * v, bx + w - 1, y1], fill=shade)
+            label = ("*" if where == "held_out_partners" else "") + name[:18]
+            draw.text((x0 + i * slot + 2, y1 + 4 + 12 * (i % 2)), label, fill=(0, 0, 0))
     path.parent.mkdir(parents=True, exist_ok=True)
     img.save(path)
 
@@ -243,7 +271,7 @@ def main() -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
-    plot(runs, args.png)
+    plot(runs, args.png, summary)
     line = {"benchmark": "drive_partner_adapt", "wall_s": result["wall_s"], "commit": commit[:10], "K": K,
             "loadavg_start": result["loadavg_start"],
             **{f"{arm}_{k}": v for arm, s in summary.items() for k, v in s.items()

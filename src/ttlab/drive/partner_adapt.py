@@ -218,6 +218,8 @@ def summarise(runs: list[dict], scripted: dict, cores: list[str], auxes: list[bo
                 for k in range(1, K):  # a memoryless ego plays every trial alike: one ceiling for every k
                     row[f"{where}_trial_{k}_minus_memoryless_ceiling"] = [round(x - ceiling[where], 4)
                                                                           for x in row[f"{where}_trial_{k}_score"]]
+                if arm and all("per_partner" in r["eval"][where] for r in arm):
+                    row[f"{where}_per_partner"] = per_partner_rows(arm, where, K)
             for wipe in ("content", "clock"):
                 if all(f"train_partners_wipe_{wipe}" in r["eval"] for r in arm):
                     for k in range(1, K):
@@ -225,6 +227,22 @@ def summarise(runs: list[dict], scripted: dict, cores: list[str], auxes: list[bo
                                                                for r in arm]
             summary[f"{c}{'_aux' if a else ''}"] = row
     return summary
+
+
+def per_partner_rows(arm: list[dict], where: str, K: int) -> dict:
+    """Per partner of `where`, one list entry per seed of the arm: trial scores, times to goal, and the paired
+    deltas with their standard errors."""
+    out = {}
+    for name in arm[0]["eval"][where]["per_partner"]:
+        pp = [r["eval"][where]["per_partner"].get(name, {}) for r in arm]
+        nan = float("nan")
+        row = {f"trial_{k}_{m}": [p.get(f"trial_{k}_{m}", nan) for p in pp]
+               for k in range(K) for m in ("score", "time_to_goal")}
+        for k in range(1, K):
+            row[f"delta_{k}"] = [p.get(f"ada_delta_trial_{k}_minus_0", nan) for p in pp]
+            row[f"delta_{k}_se"] = [p.get(f"ada_delta_trial_{k}_minus_0_score_stderr", nan) for p in pp]
+        out[name] = row
+    return out
 
 
 def partner_targets(summary: dict) -> dict:
