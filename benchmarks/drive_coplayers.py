@@ -67,7 +67,8 @@ def _train(spec, root: str, preset: str, t_start: float) -> tuple[str, str, floa
 
 
 def plot(result: dict, path: Path) -> None:
-    """Per partner: start tick and partner-first rate against each profile ego; scripted ego scores (PIL)."""
+    """Per partner: the tick it reaches the conflict point and its partner-first rate against each profile ego;
+    scripted ego scores (PIL)."""
     from PIL import Image, ImageDraw
 
     names = list(result["partners"])
@@ -95,8 +96,8 @@ def plot(result: dict, path: Path) -> None:
             draw.text((x0 + i * slot + 2, y1 + 4 + 12 * (i % 2)), n[:16], fill=(0, 0, 0))
 
     prof, egos = result["profile"], result["scripted_egos"]
-    bars((50, 40, 530, 200), "partner start tick (bars: vs ego going at once | waiting 1.2 s)",
-         lambda n, k: prof[n][k]["start_tick_mean"], list(PROFILE_EGOS), 50)
+    bars((50, 40, 530, 200), "tick the partner reaches the conflict point (vs ego going at once | waiting 1.2 s)",
+         lambda n, k: prof[n][k]["cross_tick_mean"], list(PROFILE_EGOS), 50)
     bars((590, 40, 1070, 200), "partner crosses first (rate)", lambda n, k: prof[n][k]["partner_first_rate"],
          list(PROFILE_EGOS), 1)
     bars((50, 260, 530, 420), "scripted ego trial-0 score (go at once | wait 1.2 s | memory)",
@@ -161,7 +162,8 @@ def main() -> int:
                      for e, fn in EGOS.items()}
         for e in egos[lab].values():
             e.pop("per_partner", None)
-        log(f"{lab}: " + " | ".join(f"vs {e}: start {v['start_tick_mean']} first {v['partner_first_rate']} coll "
+        log(f"{lab}: " + " | ".join(f"vs {e}: start {v['start_tick_mean']} at the conflict point "
+                                    f"{v['cross_tick_mean']} first {v['partner_first_rate']} coll "
                                     f"{v['collision_rate']}" for e, v in profile[lab].items())
             + " || " + " ".join(f"{e} {v['trial_0_score']:.2f}/{v['trial_1_score']:.2f}" for e, v in egos[lab].items()))
     coplayers = {}
@@ -188,7 +190,7 @@ def main() -> int:
     args.out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
     plot(result, args.png)
     line = {"benchmark": "drive_coplayers", "wall_s": result["wall_s"], "commit": commit[:10],
-            **{f"{lab}_start_vs_{e}": profile[lab][e]["start_tick_mean"] for lab in profile for e in PROFILE_EGOS},
+            **{f"{lab}_cross_tick_vs_{e}": profile[lab][e]["cross_tick_mean"] for lab in profile for e in PROFILE_EGOS},
             **{f"{lab}_first_vs_{e}": profile[lab][e]["partner_first_rate"] for lab in profile for e in PROFILE_EGOS},
             **{f"{lab}_best_memoryless": max(("go_at_once", "wait_1.2s"), key=lambda e: egos[lab][e]["trial_1_score"])
                for lab in egos}}

@@ -81,6 +81,8 @@ def test_the_profile_tells_the_scripted_types_apart_as_their_timings_say():
     y_wait = partner_profile(cfg, "yield", "wait_1.2s", 1, num_envs=8)
     assert ny_go["trials"] == 16 and ny_go["start_rate"] == 1.0
     assert ny_go["start_tick_mean"] == 0 and y_go["start_tick_mean"] == 14  # the tick of the first moving action
+    # yield reaches the conflict point later than never_yield; against a waiting ego never_yield always gets there
+    assert ny_wait["cross_rate"] == 1.0 and y_go["cross_tick_mean"] > ny_wait["cross_tick_mean"] + 10
     # both going at once collide; waiting lets never_yield cross first; yield lets the ego that goes cross first
     assert ny_go["collision_rate"] == 1.0 and ny_go["partner_goal_rate"] == 0.0
     assert ny_wait["partner_first_rate"] == 1.0 and ny_wait["collision_rate"] == 0.0 and ny_wait["partner_goal_rate"] == 1.0

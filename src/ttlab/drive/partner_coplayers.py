@@ -12,8 +12,9 @@ trial of an episode (what a partner type must be); its actions are sampled, so i
     prof = partner_profile(cfg, stem, ego="go_at_once", episodes=2)  # start tick, who passes first, collisions
 
 `partner_profile` measures a partner against a scripted ego (`partner_scripted.TimedEgo`: going at once, or
-waiting 1.2 s): the trial tick it starts to move (the tick of the action that first moved it), the share of trials it crosses the conflict point before the
-ego, the collision rate, and its goal rate.
+waiting 1.2 s): the trial tick it starts to move (the tick of the action that first moved it), the share of trials
+it reaches the conflict point and the tick it does, the share of trials it crosses it before the ego, the collision
+rate, and its goal rate.
 """
 
 from __future__ import annotations
@@ -131,11 +132,12 @@ def profile_run(env, ego, population, episodes: int) -> dict[str, float]:
     passed = torch.full((E, 2), -1)
     coll = torch.zeros(E, dtype=torch.bool)
     goal = torch.zeros(E, dtype=torch.bool)
-    rows: list[torch.Tensor] = []  # (n, 4) per finished trial: start, partner first, collision, partner goal
+    rows: list[torch.Tensor] = []  # (n, 5) per finished trial: start, partner first, collision, partner goal, crossing
 
     def close(mask: torch.Tensor) -> None:
         first = (passed[:, 1] >= 0) & ((passed[:, 0] < 0) | (passed[:, 1] < passed[:, 0]))
-        rows.append(torch.stack([start.float(), first.float(), coll.float(), goal.float()], 1)[mask])
+        rows.append(torch.stack([start.float(), first.float(), coll.float(), goal.float(), passed[:, 1].float()],
+                                1)[mask])
 
     for _ in range(episodes * env.k * env.cfg.trial_length + 1):
         live = env.episode < episodes  # (E,)
@@ -171,11 +173,13 @@ def profile_run(env, ego, population, episodes: int) -> dict[str, float]:
         obs = res.obs.reshape(N, -1).float()
         new_ep = (env.ep_step == 0).unsqueeze(1).expand(E, A).reshape(-1)
         removed = ((env.state.removed | env.state.stopped) & res.controlled).reshape(-1)
-    r = torch.cat(rows) if rows else torch.zeros(0, 4)
-    started = r[:, 0] >= 0
+    r = torch.cat(rows) if rows else torch.zeros(0, 5)
+    started, crossed = r[:, 0] >= 0, r[:, 4] >= 0
     return {"trials": int(r.shape[0]), "start_rate": float(started.float().mean()) if len(r) else math.nan,
             "start_tick_mean": float(r[started, 0].mean()) if started.any() else math.nan,
             "start_tick_sd": float(r[started, 0].std()) if started.sum() > 1 else math.nan,
+            "cross_rate": float(crossed.float().mean()) if len(r) else math.nan,
+            "cross_tick_mean": float(r[crossed, 4].mean()) if crossed.any() else math.nan,
             "partner_first_rate": float(r[:, 1].mean()) if len(r) else math.nan,
             "collision_rate": float(r[:, 2].mean()) if len(r) else math.nan,
             "partner_goal_rate": float(r[:, 3].mean()) if len(r) else math.nan}
