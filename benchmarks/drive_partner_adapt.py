@@ -21,11 +21,20 @@ and prints ONE JSON line last.
     python benchmarks/drive_partner_adapt.py --seeds 1 --cores transformer,mlp --aux off --minutes 4 \\
         --out /tmp/pilot.json --png /tmp/pilot.png                              # a pilot
     python benchmarks/drive_partner_adapt.py --set env.k_trials=4              # K = 4 (every k reported)
+    python benchmarks/drive_partner_adapt.py --coplayer-population --aux off --cores transformer,mlp --seeds 2 \
+        --save-egos runs/drive/partner_population                             # co-player checkpoints as partners
+
+`--coplayer-population` adds frozen co-player checkpoints trained with different reward weights
+(`partner_coplayers.COPLAYERS`: memoryless MLPs trained on the crossing first, cached under `--coplayer-root` by
+config hash) to the training partners (`TRAIN_COPLAYERS`) and to the held-out partners (`HELD_OUT_COPLAYERS`,
+never a training partner), and profiles every partner against two scripted egos (start tick, who crosses first,
+collisions: `partner_coplayers.partner_profile`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -35,26 +44,43 @@ from pathlib import Path
 
 import torch
 
+from ttlab.common.data import repo_relative
 from ttlab.drive.partner_adapt import (
     arm_config,
     memoryless_ceiling,
+    partner_label,
     partner_targets,
     run_arm,
     scripted_references,
     summarise,
 )
-from ttlab.drive.partners import HELD_OUT_PARTNERS
+from ttlab.drive.partner_coplayers import (
+    COPLAYERS,
+    HELD_OUT_COPLAYERS,
+    PROFILE_EGOS,
+    TRAIN_COPLAYERS,
+    ensure_coplayer,
+    partner_profile,
+)
+from ttlab.drive.partners import HELD_OUT_PARTNERS, TRAIN_PARTNERS
 from ttlab.drive.presets import PARTNER_HELD_OUT
 
 RESULTS = Path(__file__).resolve().parents[1] / "runs" / "bench" / "drive_partner_adapt"
+COPLAYER_ROOT = Path(__file__).resolve().parents[1] / "runs" / "drive" / "coplayers"
 SHADES = {"transformer": (31, 119, 180), "lstm": (44, 160, 44), "mlp": (230, 120, 20)}
 
 
-def plot(runs: list[dict], path: Path) -> None:
-    """Training-rollout score per trial (trial 0 dashed, trial 1 solid) and trial 1 - trial 0, per arm (PIL)."""
+def plot(runs: list[dict], path: Path, summary: dict | None = None) -> None:
+    """Training-rollout score per trial (trial 0 dashed, trial 1 solid) and trial 1 - trial 0, per arm; with a
+    population beyond the two scripted types, a third row: held-out scenes, trial 0 / trial 1 score per partner and
+    arm (mean over seeds) (PIL)."""
     from PIL import Image, ImageDraw
 
-    img = Image.new("RGB", (1000, 400), (255, 255, 255))
+    arms = [a for a in (summary or {}) if "train_partners_per_partner" in summary[a]]
+    partners = [(w, n) for w in ("train_partners", "held_out_partners") for n in
+                (summary[arms[0]].get(f"{w}_per_partner", {}) if arms else {})]
+    rows3 = len(partners) > 4
+    img = Image.new("RGB", (1000, 700 if rows3 else 400), (255, 255, 255))
     draw = ImageDraw.Draw(img)
     xmax = max((c["agent_steps"] for r in runs for c in r["curve"]), default=1)
 
@@ -98,6 +124,28 @@ def plot(runs: list[dict], path: Path) -> None:
     panel((560, 40, 990, 340), d, "trial k - trial 0 score" if K > 2 else "trial 1 - trial 0 score", -0.5, 1.0)
     draw.text((50, 370), "blue transformer (KV cache across trials), green LSTM, orange MLP; pale = with the privileged "
               "aux loss; one line per seed", fill=(0, 0, 0))
+    if rows3:  # per partner: trial 0 (pale) and trial 1 (full) score of each arm, mean over seeds
+        x0, y0, x1, y1 = 50, 440, 990, 640
+        draw.rectangle((x0, y0, x1, y1), outline=(0, 0, 0))
+        draw.text((x0, y0 - 16), "held-out scenes, per partner (* = held-out partner): trial 0 score (pale), trial 1 "
+                  "(full), one pair per arm, mean over seeds", fill=(0, 0, 0))
+        for v in (0.0, 0.5, 1.0):
+            draw.line([(x0, y1 - (y1 - y0) * v), (x1, y1 - (y1 - y0) * v)], fill=(225, 225, 225))
+            draw.text((x0 - 34, y1 - (y1 - y0) * v - 6), f"{v:.1f}", fill=(0, 0, 0))
+        slot = (x1 - x0) / len(partners)
+        w = slot * 0.8 / (2 * len(arms))
+        for i, (where, name) in enumerate(partners):
+            for j, arm in enumerate(arms):
+                rgb = SHADES.get(arm.removesuffix("_aux"), (0, 0, 0))
+                row = summary[arm][f"{where}_per_partner"][name]
+                for t, shade in ((0, tuple(min(255, c + 110) for c in rgb)), (1, rgb)):
+                    vals = [v for v in row[f"trial_{t}_score"] if v == v]
+                    if vals:
+                        v = sum(vals) / len(vals)
+                        bx = x0 + i * slot + slot * 0.1 + (2 * j + t) * w
+                        draw.rectangle([bx, y1 - (y1 - y0) * v, bx + w - 1, y1], fill=shade)
+            label = ("*" if where == "held_out_partners" else "") + name[:18]
+            draw.text((x0 + i * slot + 2, y1 + 4 + 12 * (i % 2)), label, fill=(0, 0, 0))
     path.parent.mkdir(parents=True, exist_ok=True)
     img.save(path)
 
@@ -119,6 +167,14 @@ def main() -> int:
     ap.add_argument("--jobs", type=int, default=0,
                     help="runs trained at once, one thread each; 0 = 2 when the 1-min load average is < 2.5, else 1")
     ap.add_argument("--set", nargs="*", default=[], help="preset overrides section.field=value (training and eval)")
+    ap.add_argument("--coplayer-population", action="store_true",
+                    help="add the co-player checkpoints (trained first, or loaded from --coplayer-root) to the training "
+                         "and the held-out partners, and profile every partner")
+    ap.add_argument("--coplayer-root", type=Path, default=COPLAYER_ROOT, help="co-player checkpoint cache")
+    ap.add_argument("--coplayer-steps", type=int, default=0, help="co-player training steps (0: each spec's)")
+    ap.add_argument("--profile-episodes", type=int, default=2, help="episodes per env of each partner profile")
+    ap.add_argument("--save-egos", type=Path, default=None,
+                    help="save every trained ego there as <core>[_aux]_seed<seed> (a `ttlab drive eval` checkpoint)")
     ap.add_argument("--out", type=Path, default=RESULTS / "drive_partner_adapt.json")
     ap.add_argument("--png", type=Path, default=RESULTS / "drive_partner_adapt.png")
     args = ap.parse_args()
@@ -127,11 +183,18 @@ def main() -> int:
     if bad:
         print(f"drive_partner_adapt.py: --cores {args.cores}: unknown {bad} (transformer, lstm, mlp)")
         return 2
+    bad = [kv for kv in args.set if "=" not in kv]
+    if bad:
+        print(f"drive_partner_adapt.py: --set {bad[0]!r}: expected section.field=value")
+        return 2
     overrides = dict(kv.split("=", 1) for kv in args.set)
     try:
         base = arm_config(args.preset, "transformer", False, overrides)
     except ValueError as e:
         print(f"drive_partner_adapt.py: --set: {e}")
+        return 2
+    if args.coplayer_steps < 0 or args.profile_episodes < 1:
+        print("drive_partner_adapt.py: --coplayer-steps must be >= 0 and --profile-episodes >= 1")
         return 2
     steps = args.steps or (None if args.minutes > 0 else base.total_agent_steps)
     try:  # the code that runs: read at the start
@@ -148,13 +211,34 @@ def main() -> int:
     def log(msg: str) -> None:
         print(f"[{time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
 
+    partners, held_out, coplayers, profile = None, HELD_OUT_PARTNERS, {}, {}
+    if args.coplayer_population:  # co-players trained with different reward weights join the population
+        stems = {}
+        for name in (*TRAIN_COPLAYERS, *HELD_OUT_COPLAYERS):
+            spec = COPLAYERS[name]
+            if args.coplayer_steps:
+                spec = dataclasses.replace(spec, steps=args.coplayer_steps)
+            t0 = time.perf_counter()
+            stems[name] = ensure_coplayer(spec, args.coplayer_root, args.preset, log)
+            coplayers[name] = {"spec": dataclasses.asdict(spec), "checkpoint": repo_relative(stems[name]),
+                               "wall_s": round(time.perf_counter() - t0, 1)}
+        partners = (*TRAIN_PARTNERS, *(str(stems[n]) for n in TRAIN_COPLAYERS))
+        held_out = (*HELD_OUT_PARTNERS, *(str(stems[n]) for n in HELD_OUT_COPLAYERS))
+        base = arm_config(args.preset, "transformer", False, overrides, partners)
+        for p in (*partners, *held_out):  # how each partner drives, against an ego that goes at once and one that waits
+            profile[partner_label(p)] = {ego: partner_profile(base, p, ego, args.profile_episodes, args.eval_envs)
+                                         for ego in PROFILE_EGOS}
+            log(f"profile {partner_label(p)}: {profile[partner_label(p)]}")
+
     # scripted references on the held-out scenes: memory, and the best memoryless start times of the test grid
-    scripted = scripted_references(base, args.eval_episodes, args.eval_envs, log)
+    scripted = scripted_references(base, args.eval_episodes, args.eval_envs, log, held_out)
 
     auxes = {"off": [False], "on": [True], "both": [False, True]}[args.aux]
     jobs = [(c, a, s) for c in cores for a in auxes for s in range(args.first_seed, args.first_seed + args.seeds)]
+    save = str(args.save_egos) if args.save_egos is not None else None
     job_args = [(args.preset, c, a, s, steps, args.minutes, args.eval_envs, args.eval_episodes,
-                 1 if args.jobs > 1 else args.threads, t_start, overrides) for c, a, s in jobs]
+                 1 if args.jobs > 1 else args.threads, t_start, overrides, partners, held_out, save)
+                for c, a, s in jobs]
     if args.jobs > 1:  # one process per run, one thread each
         import multiprocessing as mp
 
@@ -174,18 +258,20 @@ def main() -> int:
         "loadavg_start": [round(x, 2) for x in load0], "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         "wall_s": round(time.perf_counter() - t_start, 1),
         "config": {"preset": args.preset, "scenarios": base.scenarios, "held_out_scenes": PARTNER_HELD_OUT,
-                   "partners": list(base.partners), "partner_weights": list(base.partner_weights),
-                   "held_out_partners": list(HELD_OUT_PARTNERS), "K": K, "trial_length": base.env.trial_length,
+                   "partners": [partner_label(p) for p in base.partners],
+                   "partner_weights": list(base.partner_weights) or [1.0] * len(base.partners),
+                   "held_out_partners": [partner_label(p) for p in held_out], "K": K, "trial_length": base.env.trial_length,
                    "num_envs": base.env.num_envs, "steps_per_run": steps, "minutes_per_run": args.minutes or None,
                    "agent_steps_per_run": [r["agent_steps"] for r in runs],
                    "seeds": list(range(args.first_seed, args.first_seed + args.seeds)),
                    "eval_envs": args.eval_envs, "eval_episodes": args.eval_episodes},
         "overrides": overrides, "summary": summary, "targets": targets, "scripted_held_out": scripted,
-        "memoryless_ceiling_trial_1": ceiling, "runs": runs,
+        "memoryless_ceiling_trial_1": ceiling, "coplayers": coplayers, "partner_profile": profile,
+        "saved_egos": repo_relative(args.save_egos) if args.save_egos is not None else None, "runs": runs,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, separators=(",", ":")) + "\n")
-    plot(runs, args.png)
+    plot(runs, args.png, summary)
     line = {"benchmark": "drive_partner_adapt", "wall_s": result["wall_s"], "commit": commit[:10], "K": K,
             "loadavg_start": result["loadavg_start"],
             **{f"{arm}_{k}": v for arm, s in summary.items() for k, v in s.items()

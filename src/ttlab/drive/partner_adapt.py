@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import torch
 
+from ttlab.common.checkpoint import save_checkpoint
+from ttlab.common.config import to_dict
 from ttlab.drive.adapt import apply_overrides
 from ttlab.drive.config import TrainConfig
 from ttlab.drive.partner_eval import forgetful_ego, partner_summary, policy_ego, run_paired
 from ttlab.drive.partner_scripted import MemoryEgo, TimedEgo
-from ttlab.drive.partners import HELD_OUT_PARTNERS, build_population
+from ttlab.drive.partners import HELD_OUT_PARTNERS, SCRIPTED, build_population
 from ttlab.drive.policy import build_policy
 from ttlab.drive.ppo import annealed, ppo_update
 from ttlab.drive.presets import PARTNER_HELD_OUT, TRAIN_PRESETS
@@ -77,6 +80,23 @@ def train_partner(cfg: TrainConfig, seed: int, steps: int | None = None, seconds
     return policy.eval(), curve, facts
 
 
+def save_policy(stem: str | Path, policy: torch.nn.Module, cfg: TrainConfig, seed: int, facts: dict,
+                **extra) -> Path:
+    """A `ttlab drive train`-format checkpoint of a policy trained by `train_partner` (what `ttlab drive eval
+    --checkpoint` and `--partners <stem>` load), with `extra` JSON fields beside it."""
+    save_checkpoint(Path(stem), {
+        "policy": policy.state_dict(), "policy_config": to_dict(cfg.policy), "env_config": to_dict(cfg.env),
+        "scenarios": cfg.scenarios, "seed": seed, "partners": list(cfg.partners),
+        "partner_weights": list(cfg.partner_weights), "horizon": cfg.env.k_trials * cfg.env.trial_length,
+        "update": facts["updates"], "agent_steps": facts["agent_steps"], **extra})
+    return Path(stem)
+
+
+def partner_label(spec: str | Path) -> str:
+    """A partner's name in result files: a scripted type's name, or a checkpoint stem's last part (no machine path)."""
+    return str(spec) if str(spec) in SCRIPTED else Path(spec).name
+
+
 def held_out_env(cfg: TrainConfig, seed: int, num_envs: int = 64, scenes: str = PARTNER_HELD_OUT):
     """The config's env (overrides included) on held-out scenes (other seeds than training)."""
     env_cfg = dataclasses.replace(cfg.env, num_envs=num_envs)
@@ -85,21 +105,26 @@ def held_out_env(cfg: TrainConfig, seed: int, num_envs: int = 64, scenes: str = 
 
 def evaluate_partner(cfg: TrainConfig, policy_or_ego, partners, seed: int, episodes: int, num_envs: int = 64,
                      scenes: str = PARTNER_HELD_OUT) -> dict:
-    """Paired trials on held-out scenes against `partners` (uniform), overall and per partner. `policy_or_ego`: a
-    policy (sampled, as in training) or a callable `ego(env) -> ego` (a scripted ego, `drive.partner_scripted`)."""
+    """Paired trials on held-out scenes against `partners` (uniform), overall and per partner (keyed by
+    `partner_label`). `policy_or_ego`: a policy (sampled, as in training) or a callable `ego(env) -> ego` (a scripted
+    ego, `drive.partner_scripted`)."""
     env = held_out_env(cfg, seed, num_envs, scenes)
-    pop = build_population(list(partners), None, env)
+    pop = build_population([str(p) for p in partners], None, env)
     ego = policy_ego(policy_or_ego) if isinstance(policy_or_ego, torch.nn.Module) else policy_or_ego(env)
-    return partner_summary(*run_paired(env, ego, pop, episodes), pop.names)
+    return partner_summary(*run_paired(env, ego, pop, episodes), [partner_label(p) for p in pop.names])
 
 
 WHERE = ("train_partners", "held_out_partners")  # the training partners, and partners never seen in training
 
 
-def arm_config(preset: str, core: str, aux: bool, overrides: dict | None) -> TrainConfig:
+def arm_config(preset: str, core: str, aux: bool, overrides: dict | None,
+               partners: tuple[str, ...] | None = None) -> TrainConfig:
     """The preset with `core` and the privileged auxiliary loss (predict the partner's type) on or off, then the
-    `section.field=value` overrides (`adapt.apply_overrides`; an unknown key raises ValueError)."""
+    `section.field=value` overrides (`adapt.apply_overrides`; an unknown key raises ValueError). `partners`: a
+    training population instead of the preset's (uniform weights)."""
     cfg = TRAIN_PRESETS[preset]()
+    if partners:
+        cfg.partners, cfg.partner_weights = tuple(str(p) for p in partners), ()
     cfg.policy.core = core
     cfg.policy.task_classes = len(cfg.partners) if aux else 0
     cfg.ppo.aux_task_coef = 1.0 if aux else 0.0
@@ -118,21 +143,26 @@ def short_metrics(m: dict, K: int) -> dict:
 
 
 def run_arm(preset: str, core: str, aux: bool, seed: int, steps: int | None, minutes: float | None, eval_envs: int,
-            eval_episodes: int, threads: int, t_start: float, overrides: dict) -> dict:
-    """Train one arm and seed, then evaluate it on held-out scenes with the training and the held-out partners."""
+            eval_episodes: int, threads: int, t_start: float, overrides: dict, partners: tuple[str, ...] | None = None,
+            held_out: tuple[str, ...] = HELD_OUT_PARTNERS, save_dir: str | None = None) -> dict:
+    """Train one arm and seed, then evaluate it on held-out scenes with the training and the held-out partners
+    (`partners`: a training population instead of the preset's; `save_dir`: save the trained ego there as
+    `<core>[_aux]_seed<seed>`, a `ttlab drive eval` checkpoint)."""
     torch.set_num_threads(threads)
 
     def log(msg: str) -> None:
         print(f"[{time.perf_counter() - t_start:6.0f}s] {msg}", flush=True)
 
-    cfg = arm_config(preset, core, aux, overrides)
+    cfg = arm_config(preset, core, aux, overrides, partners)
     log(f"train {core} aux={aux} seed {seed}")
     policy, curve, facts = train_partner(cfg, seed, steps=steps, seconds=None if steps else 60 * minutes, log=log)
+    if save_dir is not None:
+        save_policy(Path(save_dir) / f"{core}{'_aux' if aux else ''}_seed{seed}", policy, cfg, seed, facts)
     t0 = time.perf_counter()
     K = cfg.env.k_trials
     ev = {"train_partners": short_metrics(evaluate_partner(cfg, policy, cfg.partners, 100 + seed, eval_episodes,
                                                            eval_envs), K),
-          "held_out_partners": short_metrics(evaluate_partner(cfg, policy, HELD_OUT_PARTNERS, 100 + seed,
+          "held_out_partners": short_metrics(evaluate_partner(cfg, policy, held_out, 100 + seed,
                                                               eval_episodes, eval_envs), K)}
     # what carries the memory: trial 1 again with what the ego saw in trial 0 wiped (transformer: the clock kept;
     # LSTM: everything), and (transformer) with what it saw kept but the clock told trial 0 ran its full length
@@ -145,7 +175,8 @@ def run_arm(preset: str, core: str, aux: bool, seed: int, steps: int | None, min
     return {"core": core, "aux": aux, "seed": seed, **facts, "eval": ev, "curve": curve}
 
 
-def scripted_references(base: TrainConfig, episodes: int, num_envs: int, log=None) -> dict:
+def scripted_references(base: TrainConfig, episodes: int, num_envs: int, log=None,
+                        held_out: tuple[str, ...] = HELD_OUT_PARTNERS) -> dict:
     """The scripted egos on the held-out scenes: one with memory, and the best memoryless start times of the test
     grid (go at once, wait 1.2 s), against the training and the held-out partners."""
     scripted = {}
@@ -153,7 +184,7 @@ def scripted_references(base: TrainConfig, episodes: int, num_envs: int, log=Non
     for name, ego in (("memory", lambda e: MemoryEgo(e, 12)), ("go_at_once", lambda e: TimedEgo(e, 0, 6)),
                       ("wait_1.2s", lambda e: TimedEgo(e, 12, 6))):
         scripted[name] = {p: short_metrics(evaluate_partner(base, ego, partners, 0, episodes, num_envs), K)
-                          for p, partners in (("train_partners", base.partners), ("held_out_partners", HELD_OUT_PARTNERS))}
+                          for p, partners in (("train_partners", base.partners), ("held_out_partners", held_out))}
         if log is not None:
             log(f"scripted {name}: Δ {scripted[name]['train_partners'].get('ada_delta_trial_1_minus_0')} "
                 f"t1 {scripted[name]['train_partners'].get('trial_1_score')}")
@@ -187,6 +218,8 @@ def summarise(runs: list[dict], scripted: dict, cores: list[str], auxes: list[bo
                 for k in range(1, K):  # a memoryless ego plays every trial alike: one ceiling for every k
                     row[f"{where}_trial_{k}_minus_memoryless_ceiling"] = [round(x - ceiling[where], 4)
                                                                           for x in row[f"{where}_trial_{k}_score"]]
+                if arm and all("per_partner" in r["eval"][where] for r in arm):
+                    row[f"{where}_per_partner"] = per_partner_rows(arm, where, K)
             for wipe in ("content", "clock"):
                 if all(f"train_partners_wipe_{wipe}" in r["eval"] for r in arm):
                     for k in range(1, K):
@@ -194,6 +227,22 @@ def summarise(runs: list[dict], scripted: dict, cores: list[str], auxes: list[bo
                                                                for r in arm]
             summary[f"{c}{'_aux' if a else ''}"] = row
     return summary
+
+
+def per_partner_rows(arm: list[dict], where: str, K: int) -> dict:
+    """Per partner of `where`, one list entry per seed of the arm: trial scores, times to goal, and the paired
+    deltas with their standard errors."""
+    out = {}
+    for name in arm[0]["eval"][where]["per_partner"]:
+        pp = [r["eval"][where]["per_partner"].get(name, {}) for r in arm]
+        nan = float("nan")
+        row = {f"trial_{k}_{m}": [p.get(f"trial_{k}_{m}", nan) for p in pp]
+               for k in range(K) for m in ("score", "time_to_goal")}
+        for k in range(1, K):
+            row[f"delta_{k}"] = [p.get(f"ada_delta_trial_{k}_minus_0", nan) for p in pp]
+            row[f"delta_{k}_se"] = [p.get(f"ada_delta_trial_{k}_minus_0_score_stderr", nan) for p in pp]
+        out[name] = row
+    return out
 
 
 def partner_targets(summary: dict) -> dict:
