@@ -16,7 +16,6 @@ norm of a pool clip's (normalised) action rows against the dataset's windows'.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from dataclasses import replace
@@ -26,6 +25,7 @@ import numpy as np
 import torch
 
 from ttlab.common.data import repo_relative
+from ttlab.common.result_file import emit_result
 from ttlab.worldmodel.data.branches import branch_pool
 from ttlab.worldmodel.data.dino_wm import DinoWMSource
 from ttlab.worldmodel.data.windows import ActionStats, window_actions
@@ -101,10 +101,7 @@ def main() -> None:
                                              "dataset_windows": action_norms(np.stack(data_rows))}
     res |= {"nproc": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()],
             "wall_seconds": round(time.perf_counter() - t0, 1)}
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
-    print(json.dumps(res))
+    emit_result(res, args.out)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ gives the agent that share of the gradient.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import torch
 
 from ttlab.common.data import repo_relative
+from ttlab.common.result_file import emit_result
 from ttlab.worldmodel.data.video import read_frames
 from ttlab.worldmodel.objects import AGENT_RGB, TEE_RGB, colour_mask
 
@@ -82,10 +82,7 @@ def main() -> None:
            "frame_interval": args.frame_interval, "threshold_of_255": args.threshold, "by_lag": by_lag,
            "nproc": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()],
            "wall_seconds": round(time.perf_counter() - t0, 1)}
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
-    print(json.dumps(res))
+    emit_result(res, args.out)
 
 
 if __name__ == "__main__":

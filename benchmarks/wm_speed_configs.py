@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from ttlab.common.result_file import emit_result
 from ttlab.worldmodel.diffusion import Objective
 from ttlab.worldmodel.model import NanoWM, count_parameters, forward_flops
 from ttlab.worldmodel.presets import pusht_cpu
@@ -156,10 +157,7 @@ def main() -> None:
     res |= {"loadavg_before": [round(v, 2) for v in load_before], "loadavg_end": [round(v, 2) for v in os.getloadavg()],
             "wall_seconds": round(time.perf_counter() - t_start, 1),
             "command": "python benchmarks/wm_speed_configs.py " + " ".join(sys.argv[1:])}
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
-    print(json.dumps(res))
+    emit_result(res, args.out)
 
 
 if __name__ == "__main__":

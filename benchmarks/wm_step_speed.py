@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from ttlab.common.result_file import emit_result
 from ttlab.worldmodel.diffusion import Objective
 from ttlab.worldmodel.model import NanoWM, forward_flops
 from ttlab.worldmodel.presets import pusht_cpu
@@ -143,10 +143,7 @@ def main() -> None:
     res["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
     res["wall_seconds"] = round(time.perf_counter() - t_start, 1)
     res["command"] = "python benchmarks/wm_step_speed.py " + " ".join(sys.argv[1:])
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
-    print(json.dumps(res))
+    emit_result(res, args.out)
 
 
 if __name__ == "__main__":
