@@ -58,7 +58,10 @@ def main() -> None:
     base = POLISH_PRESETS[a.preset]() if a.preset else PolishConfig(time_limit="4m")
     cfg = dataclasses.replace(base, task="erdos", file=ref, name=a.name, out=Path(a.out), claim=str(RECORD),
                               **{k: v for k, v in given.items() if v is not None})
-    rec = run_polish(cfg)
+    try:
+        rec = run_polish(cfg)
+    except (ValueError, FileNotFoundError) as e:  # a bad --ref / --name / --settings: one line, non-zero exit
+        ap.error(str(e))
     machine = {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                "load_end": [round(x, 2) for x in os.getloadavg()]}
     rec.update({"commit": rev, "machine": machine, "wall_s": round(time.time() - t0, 1), "preset": a.preset,

@@ -1,6 +1,9 @@
 """`ttlab discover polish`: rounds in the sandbox, every kept construction re-verified, exact check at the end."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -87,3 +90,15 @@ def test_exactly_feasible_repairs_a_larger_shortfall_with_pieces_at_one():
     assert not exact_c5(h)[1]
     fixed = exactly_feasible(h)
     assert exact_c5(fixed)[1] and fixed.max() == 1.0 and np.abs(fixed - h).max() < 1e-10
+
+
+def test_polish_benchmark_bad_name_is_one_line_error(tmp_path):
+    """A construction name the file does not hold: a one-line usage error and exit 2, no traceback."""
+    root = Path(__file__).resolve().parents[2]
+    ref = root / "benchmarks" / "results" / "discover_polish" / "hop_s2.json"
+    p = subprocess.run([sys.executable, str(root / "benchmarks" / "discover_polish.py"), "--ref", str(ref),
+                        "--name", "nope", "--budget", "5s", "--out", str(tmp_path / "x.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert "no construction named 'nope'" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "x.json").exists()
