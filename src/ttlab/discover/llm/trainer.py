@@ -39,7 +39,7 @@ from ttlab.common.device import resolve_device, seed_everything
 from ttlab.common.logging import Logger, progress
 from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages, group_betas, group_betas_at_cap
-from ttlab.discover.blocks import with_blocks
+from ttlab.discover.blocks import clock_wall_factor, with_blocks
 from ttlab.discover.config import TrainConfig
 from ttlab.discover.llm.generation import Generation
 from ttlab.discover.llm.learn import learn
@@ -93,7 +93,8 @@ class Trainer:
             self._drop_metrics_after(self.step_idx)
         elif cfg.resume:
             log(f"--resume: no checkpoint in {self.run.checkpoints}, starting fresh")
-        self.limits = Limits(wall_s=cfg.program_budget_s + cfg.grace_s, memory_mb=cfg.memory_mb)
+        self.limits = Limits(wall_s=clock_wall_factor(cfg.program_clock) * cfg.program_budget_s + cfg.grace_s,
+                             memory_mb=cfg.memory_mb)
         if executor is None:
             executor = make_executor(cfg.executor, cfg.workers, self.limits, cfg.ray_address, cfg.ray_cpus_per_task)
         self.executor = executor
@@ -162,7 +163,7 @@ class Trainer:
                 parent = self.tree.nodes[sids[j]].array()
                 # a program that imports the building blocks gets them bundled (the tree stores it unwrapped)
                 futs.append(None if code is None else self.executor.submit(
-                    Job(with_blocks(code), parent, cfg.program_budget_s, seed=int(seeds[j]))))
+                    Job(with_blocks(code, cfg.program_clock), parent, cfg.program_budget_s, seed=int(seeds[j]))))
         t_gen_end = time.perf_counter()
         results: list[tuple[SandboxResult | None, VerifyResult]] = []
         deadline = time.monotonic() + batch_deadline_s(len(futs), cfg.workers, self.limits)
