@@ -44,15 +44,15 @@ FINE_TAUS = (1e-6, 1e-7, 1e-8, 1e-9, 1e-10)
 CLOCK_UNIT = "time"
 """What a `Clock` counts unless told: "time" (CPU seconds of the program's thread, wall backstop) or "work"
 (nominal work seconds, `WORK`: deterministic). The sandbox's loader sets it per program (`with_blocks`)."""
-WORK_WALL_FACTOR = 5.0
+WORK_WALL_FACTOR = 10.0
 """A work clock's wall backstop is at least this times its budget (it binds only on a machine giving the
-program under 1 / WORK_WALL_FACTOR of a core; each such stop is counted in `WALL_STOPS` and reported)."""
+program under 1 / WORK_WALL_FACTOR of a core; each check where it binds is counted in `WALL_STOPS`, reported)."""
 CHECK_WORK = 1e-5
 """Work seconds charged per clock check, so that a loop doing nothing the model charges still ends."""
 WORK = [0.0]
 """Work seconds charged so far in this process (a list: one mutable counter)."""
 WALL_STOPS = [0]
-"""Clock checks that found a work clock stopped by its wall backstop with work left (0: the run was deterministic)."""
+"""Clock checks of a work clock whose answer the wall backstop decided (0: the run was deterministic)."""
 
 
 # ---- the work model -----------------------------------------------------------------------------------
@@ -223,7 +223,7 @@ class Clock:
         if self.unit == "work":
             charge(CHECK_WORK)
         cpu, wall = self.cpu_end - self._cpu(), (self.wall_end - time.time()) / self.wall_factor
-        if self.unit == "work" and wall <= 0.0 < cpu:
+        if self.unit == "work" and wall < cpu:
             WALL_STOPS[0] += 1
         return min(cpu, wall)
 
