@@ -52,7 +52,7 @@ CHECK_WORK = 1e-5
 WORK = [0.0]
 """Work seconds charged so far in this process (a list: one mutable counter)."""
 WALL_STOPS = [0]
-"""Clock checks of a work clock whose answer the wall backstop decided (0: the run was deterministic)."""
+"""Clock checks of a work clock stopped by its wall backstop with work left (0: the run was deterministic)."""
 
 
 # ---- the work model -----------------------------------------------------------------------------------
@@ -219,13 +219,16 @@ class Clock:
         return c
 
     def left(self):
-        """CPU (or work) seconds left (the backstop's wall seconds left / wall_factor when that is less)."""
-        if self.unit == "work":
+        """CPU seconds left (the backstop's wall seconds left / wall_factor when that is less); a work clock: the
+        work seconds left, 0 once past its wall backstop."""
+        if self.unit == "work":  # the wall never shapes a work clock's answer; past the backstop it stops it
             charge(CHECK_WORK)
-        cpu, wall = self.cpu_end - self._cpu(), (self.wall_end - time.time()) / self.wall_factor
-        if self.unit == "work" and wall < cpu:
-            WALL_STOPS[0] += 1
-        return min(cpu, wall)
+            work = self.cpu_end - WORK[0]
+            if work > 0.0 and time.time() >= self.wall_end:
+                WALL_STOPS[0] += 1
+                return 0.0
+            return work
+        return min(self.cpu_end - time.thread_time(), (self.wall_end - time.time()) / self.wall_factor)
 
     def done(self):
         return self.left() <= 0.0
