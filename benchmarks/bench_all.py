@@ -85,6 +85,9 @@ def quick_commands(out: Path) -> dict[str, list[str]]:
                          "--rollouts-per-state", "2", "--max-new-tokens", "16", "--jobs", "0",
                          "--runs", str(out / "discover_ttt" / "runs"), "--out", str(out / "discover_ttt" / "discover_ttt.json"),
                          "--png", str(out / "discover_ttt" / "discover_ttt.png")],
+        "discover_program_noise": ["benchmarks/discover_program_noise.py", "--programs", "0", "--random", "2",
+                                   "--budget-s", "0.5", "--out", str(out / "discover_program_noise" / "noise.json"),
+                                   "--png", str(out / "discover_program_noise" / "noise.png")],
     }
 
 

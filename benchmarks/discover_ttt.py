@@ -70,6 +70,10 @@ def preset_config(args, seed: int):
         cfg.policy.temperature = args.temperature
     if args.max_new_tokens:
         cfg.policy.max_new_tokens = args.max_new_tokens
+    if args.gen_batch_size:
+        cfg.policy.gen_batch_size = args.gen_batch_size
+    if args.micro_batch:
+        cfg.micro_batch = args.micro_batch
     return cfg
 
 
@@ -237,6 +241,8 @@ def main() -> None:
     ap.add_argument("--states-per-step", type=int, default=0, help="override the preset's states per step")
     ap.add_argument("--rollouts-per-state", type=int, default=0, help="override the preset's rollouts per state")
     ap.add_argument("--max-new-tokens", type=int, default=0, help="override the preset's completion cap")
+    ap.add_argument("--gen-batch-size", type=int, default=0, help="override the preset's sampling batch")
+    ap.add_argument("--micro-batch", type=int, default=0, help="override the preset's learner micro-batch")
     ap.add_argument("--fail-mode", default="", choices=("", "floor", "zero"),
                     help="failed rollouts' place per group (default: the preset's)")
     ap.add_argument("--temperature", type=float, default=0.0, help="override the preset's sampling temperature")

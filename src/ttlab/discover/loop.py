@@ -24,7 +24,7 @@ from ttlab.common.errors import UserError
 from ttlab.common.logging import Logger
 from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages
-from ttlab.discover.blocks import program_meta, with_blocks
+from ttlab.discover.blocks import clock_wall_factor, program_meta, with_blocks
 from ttlab.discover.config import SearchConfig
 from ttlab.discover.llm.http_proposer import HTTPProposer
 from ttlab.discover.proposers import LibraryProposer, Proposer, library_programs, read_settings
@@ -147,7 +147,7 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
     t0 = time.time()
     evals = valid_n = 0
     cpu_used = 0.0  # the programs' CPU seconds (as they report them; wall seconds when they do not)
-    wf = cfg.program_wall_factor
+    wf = max(cfg.program_wall_factor, clock_wall_factor(cfg.program_clock))
     limits = Limits(wall_s=cfg.program_budget_s + cfg.grace_s, memory_mb=cfg.memory_mb)
     judge = Judge(task, known)
     with SandboxPool(cfg.workers, limits) as pool:
@@ -163,7 +163,7 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
             rounds = math.ceil(len(props) / cfg.workers)
             pb = max(0.5, min(cfg.program_budget_s, (left / rounds - 1.0) / wf,
                               (cpu_budget - cpu_used) / len(props) - 1.0))
-            futs = [pool.submit(Job(with_blocks(p.code), tree.nodes[p.state_id].array(), pb,
+            futs = [pool.submit(Job(with_blocks(p.code, cfg.program_clock), tree.nodes[p.state_id].array(), pb,
                                     seed=cfg.seed * 100003 + tree.total + i),
                                 Limits(wall_s=wf * pb + cfg.grace_s, memory_mb=cfg.memory_mb)) for i, p in enumerate(props)]
             rewards, valids, groups, fails, lines, programs = [], [], [], {}, [], []

@@ -45,16 +45,33 @@ def uses_blocks(code: str) -> list[str]:
     return sorted({m for m in _IMPORT.findall(code) if m in MODULES})
 
 
-def loader_line(name: str) -> str:
-    """One line that builds module `name` from its shipped source and registers it in sys.modules."""
+CLOCKS = ("time", "work")
+"""What the blocks' clocks count in a program: CPU time with a wall backstop, or the deterministic work model."""
+
+
+def clock_wall_factor(clock: str) -> float:
+    """How many times its budget a program's wall time may reach under `clock` before its backstop binds (the
+    sandbox's wall limit must allow it, plus grace): 1 for "time", the blocks' WORK_WALL_FACTOR for "work"."""
+    if clock not in CLOCKS:
+        raise ValueError(f"program clock {clock!r}: one of {', '.join(CLOCKS)}")
+    return erdos_blocks.WORK_WALL_FACTOR if clock == "work" else 1.0
+
+
+def loader_line(name: str, clock: str = "time") -> str:
+    """One line that builds module `name` from its shipped source, sets its default clock unit (`CLOCK_UNIT`,
+    when it has one) and registers it in sys.modules."""
+    if clock not in CLOCKS:
+        raise ValueError(f"program clock {clock!r}: one of {', '.join(CLOCKS)}")
+    unit = f"_m.CLOCK_UNIT = {clock!r}; " if hasattr(MODULES[name], "CLOCK_UNIT") else ""
     return (f"import sys as _s, types as _t; _m = _t.ModuleType({name!r}); "
-            f"exec(compile({source(name)!r}, {name + '.py'!r}, 'exec'), _m.__dict__); _s.modules[{name!r}] = _m; "
+            f"exec(compile({source(name)!r}, {name + '.py'!r}, 'exec'), _m.__dict__); {unit}_s.modules[{name!r}] = _m; "
             "del _s, _t, _m\n")
 
 
-def with_blocks(code: str) -> str:
-    """`code` with a loader line for every block module it imports prepended (unchanged when it imports none)."""
-    return "".join(loader_line(m) for m in uses_blocks(code)) + code
+def with_blocks(code: str, clock: str = "time") -> str:
+    """`code` with a loader line for every block module it imports prepended (unchanged when it imports none);
+    `clock` "work": the blocks' clocks count work, not time, unless a program asks otherwise."""
+    return "".join(loader_line(m, clock) for m in uses_blocks(code)) + code
 
 
 def program_meta(stdout: str) -> dict[str, float]:

@@ -7,6 +7,8 @@ better). Every block that takes time takes a `Clock`.
 
     objective   c5, corr, normalise, exactly_feasible, soft_max_and_grad, scaled_objective
     clock       Clock(budget_s, wall_factor): CPU seconds of this process, wall clock as the backstop; report
+    work        CLOCK_UNIT "work": clocks count nominal work seconds instead (charged per objective evaluation,
+                correlation and LP by a fixed cost model), so a program + seed computes the same on any load
     starts      random_start, smooth_start, symmetrise, multistart
     sizes       coarsen, upsample
     local       smooth (one L-BFGS-B stage at temperature tau), continuation (tau lowered in stages),
@@ -39,12 +41,53 @@ HOP_TAUS = (1e-3, 3e-4, 1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 1e-7, 1e-8)
 """Temperatures of a converged solve from a perturbed profile (a hop)."""
 FINE_TAUS = (1e-6, 1e-7, 1e-8, 1e-9, 1e-10)
 """Temperatures re-converging a doubled profile (already near its optimum)."""
+CLOCK_UNIT = "time"
+"""What a `Clock` counts unless told: "time" (CPU seconds of the program's thread, wall backstop) or "work"
+(nominal work seconds, `WORK`: deterministic). The sandbox's loader sets it per program (`with_blocks`)."""
+WORK_WALL_FACTOR = 10.0
+"""A work clock's wall backstop is at least this times its budget (it binds only on a machine giving the
+program under 1 / WORK_WALL_FACTOR of a core; each check where it binds is counted in `WALL_STOPS`, reported)."""
+CHECK_WORK = 1e-5
+"""Work seconds charged per clock check, so that a loop doing nothing the model charges still ends."""
+WORK = [0.0]
+"""Work seconds charged so far in this process (a list: one mutable counter)."""
+WALL_STOPS = [0]
+"""Clock checks of a work clock stopped by its wall backstop with work left (0: the run was deterministic)."""
+
+
+# ---- the work model -----------------------------------------------------------------------------------
+# Fitted to one core of the development machine (per call, scipy 1.x, one BLAS thread), so a work second is
+# about a CPU second there; what matters is that it depends only on the calls made, never on the load.
+def charge(seconds):
+    """Add `seconds` of work to this process's counter."""
+    WORK[0] += seconds
+
+
+def grad_work(n, fft):
+    """Work of one `soft_max_and_grad` at n pieces (direct correlations O(n^2), FFT O(n log n))."""
+    return (0.084e-3 + 1.71e-7 * n) if fft else (1e-5 + 1.3e-7 * n + 3e-10 * n * n)
+
+
+def lbfgs_work(n):
+    """L-BFGS-B's own work per evaluation at n pieces (memory 30)."""
+    return 3e-5 + 1.6e-7 * n
+
+
+def corr_work(n):
+    """Work of one `corr` at n pieces."""
+    return 2e-6 + 8e-11 * n * n
+
+
+def lp_work(rows, cols):
+    """Work of one HiGHS solve with a dense rows x cols constraint matrix."""
+    return 1e-3 + 1e-6 * rows * cols
 
 
 # ---- the objective ------------------------------------------------------------------------------------
 def corr(h):
     """c_m for every lag m (2n - 1 values) of h as given (no rescale)."""
     n = h.size
+    charge(corr_work(n))
     return np.correlate(h, 1.0 - h, "full") * 2.0 / n
 
 
@@ -91,6 +134,7 @@ def soft_max_and_grad(h, tau, penalty, fft_n=FFT_N):
     """(tau logsumexp(c(h) / tau) + penalty (sum h - n/2)^2 / n, its gradient) on h as given (no rescale)."""
     n = h.size
     fft = n >= fft_n
+    charge(grad_work(n, fft))
     c = fftconvolve(h, (1.0 - h)[::-1]) * 2.0 / n if fft else corr(h)
     top = c.max()
     e = np.exp((c - top) / tau)
@@ -134,31 +178,56 @@ class Clock:
 
     The CPU seconds counted are those of the thread that runs the program (in the sandbox, where BLAS and
     OpenMP are capped at one thread, the whole process's): idle BLAS helper threads that spin on a loaded
-    machine then do not eat the budget. `report` gives the whole process's CPU seconds too."""
+    machine then do not eat the budget. `report` gives the whole process's CPU seconds too.
 
-    def __init__(self, budget_s, wall_factor=1.0):
-        self.cpu0, self.wall0, self.pcpu0 = time.thread_time(), time.time(), time.process_time()
-        self.budget_s, self.wall_factor = float(budget_s), float(wall_factor)
+    unit "work" (or CLOCK_UNIT "work" when `unit` is None): the budget is in work seconds (`WORK`, charged by
+    the blocks' cost model), so the same program and seed stop at the same point on any load; the wall
+    backstop is then at least WORK_WALL_FACTOR times the budget."""
+
+    def __init__(self, budget_s, wall_factor=1.0, unit=None):
+        self.unit = CLOCK_UNIT if unit is None else unit
+        if self.unit not in ("time", "work"):
+            raise ValueError(f"Clock unit {self.unit!r}: one of 'time', 'work'")
+        self.wall_factor = float(wall_factor)
+        if self.unit == "work":
+            self.wall_factor = max(self.wall_factor, WORK_WALL_FACTOR)
+        self.cpu0, self.wall0, self.pcpu0, self.work0 = self._cpu(), time.time(), time.process_time(), WORK[0]
+        self.tcpu0 = time.thread_time()
+        self.budget_s = float(budget_s)
         self.cpu_end = self.cpu0 + self.budget_s
         self.wall_end = self.wall0 + self.wall_factor * self.budget_s
+
+    def _cpu(self):
+        """What the budget counts: work seconds or the program thread's CPU seconds."""
+        return WORK[0] if self.unit == "work" else time.thread_time()
 
     @classmethod
     def wall_until(cls, t):
         """A clock that ends at wall time t (time.time() units; inf: never) and counts no CPU (legacy deadlines)."""
-        c = cls(float("inf"))
+        c = cls(float("inf"), unit="time")
         c.wall_end = float(t)
         return c
 
     def _child(self, cpu_end, wall_end):
         c = Clock.__new__(Clock)
-        c.cpu0, c.wall0, c.pcpu0 = time.thread_time(), time.time(), time.process_time()
+        c.unit = self.unit
+        c.cpu0, c.wall0, c.pcpu0, c.work0 = self._cpu(), time.time(), time.process_time(), WORK[0]
+        c.tcpu0 = time.thread_time()
         c.wall_factor = self.wall_factor
         c.cpu_end, c.wall_end = min(self.cpu_end, cpu_end), min(self.wall_end, wall_end)
         c.budget_s = max(0.0, c.cpu_end - c.cpu0)
         return c
 
     def left(self):
-        """CPU seconds left (the backstop's wall seconds left / wall_factor when that is less)."""
+        """CPU seconds left (the backstop's wall seconds left / wall_factor when that is less); a work clock: the
+        work seconds left, 0 once past its wall backstop."""
+        if self.unit == "work":  # the wall never shapes a work clock's answer; past the backstop it stops it
+            charge(CHECK_WORK)
+            work = self.cpu_end - WORK[0]
+            if work > 0.0 and time.time() >= self.wall_end:
+                WALL_STOPS[0] += 1
+                return 0.0
+            return work
         return min(self.cpu_end - time.thread_time(), (self.wall_end - time.time()) / self.wall_factor)
 
     def done(self):
@@ -166,15 +235,20 @@ class Clock:
 
     def sub(self, seconds):
         """A clock for the next `seconds` CPU seconds (wall_factor x as many wall seconds), within this one."""
-        return self._child(time.thread_time() + seconds, time.time() + self.wall_factor * seconds)
+        return self._child(self._cpu() + seconds, time.time() + self.wall_factor * seconds)
 
     def until(self, frac):
         """A clock ending at `frac` of this clock's budget, counted from this clock's start."""
         return self._child(self.cpu0 + frac * self.budget_s, self.wall0 + self.wall_factor * frac * self.budget_s)
 
     def used(self):
-        """CPU seconds (of the thread running the program) since this clock started."""
-        return time.thread_time() - self.cpu0
+        """CPU seconds (of the thread running the program) since this clock started (work seconds for a work
+        clock)."""
+        return self._cpu() - self.cpu0
+
+    def work_used(self):
+        """Work seconds charged since this clock started (whatever its unit)."""
+        return WORK[0] - self.work0
 
     def process_used(self):
         """CPU seconds of the whole process (all its threads) since this clock started."""
@@ -197,8 +271,8 @@ def as_clock(deadline):
 def report(clock, **extra):
     """Print one `program_meta {...}` line: the CPU seconds of the process and of the program's thread, and the
     wall seconds, since `clock` started (the search records them per program; a diagnostic, never a score)."""
-    meta = {"cpu_s": round(clock.process_used(), 3), "thread_cpu_s": round(clock.used(), 3),
-            "wall_s": round(clock.wall(), 3), **extra}
+    meta = {"cpu_s": round(clock.process_used(), 3), "thread_cpu_s": round(time.thread_time() - clock.tcpu0, 3),
+            "wall_s": round(clock.wall(), 3), "work_s": round(clock.work_used(), 3), "wall_stops": WALL_STOPS[0], **extra}
     print("program_meta " + json.dumps(meta), flush=True)
 
 
@@ -256,10 +330,12 @@ def smooth(h, tau, clock, penalty=1000.0, maxcor=30, ftol=1e-16, objective="pena
     fastest from far); "scaled": through the verifier's rescale (reaches lower once near an optimum)."""
     last = [h]
     fn = scaled_objective if objective == "scaled" else soft_max_and_grad
+    step_work = lbfgs_work(h.size)
 
     def f(x):
         if clock.done():
             raise _Timeout
+        charge(step_work)
         last[0] = x
         return fn(x, tau, penalty, fft_n)
 
@@ -379,6 +455,7 @@ def lp_step(h, c, delta, margin, clock, max_rounds=30):
             return None
         lags = np.array(sorted(active))
         a_ub = np.hstack([jac_rows(h, lags), -np.ones((lags.size, 1))])
+        charge(lp_work(*a_ub.shape))
         res = linprog(cost, A_ub=a_ub, b_ub=-c[lags], A_eq=a_eq, b_eq=[0.0], bounds=bounds, method="highs",
                       options={"time_limit": max(0.5, clock.wall_left())})
         if res.status != 0:

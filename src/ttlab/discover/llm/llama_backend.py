@@ -192,8 +192,9 @@ class LlamaCppGenerator:
         ptr = self.lc.llama_get_logits(self.ctx)
         return np.ctypeslib.as_array(ptr, shape=(n, self.n_vocab)).copy()  # (n, V)
 
-    def sample_group(self, prompt: torch.Tensor, n: int) -> list[tuple[list[int], list[float], bool]]:
-        """n completions of one prompt: (tokens, sampler log-probs, finished) each."""
+    def sample_group(self, prompt: torch.Tensor, n: int, on_done=None) -> list[tuple[list[int], list[float], bool]]:
+        """n completions of one prompt: (tokens, sampler log-probs, finished) each. `on_done(q, tokens, log-probs,
+        finished)` is called for completion q as soon as it ends (EOS or the token cap), before the others."""
         lc, cfg = self.lc, self.cfg
         lc.llama_memory_clear(self.mem, True)
         ids = prompt.tolist()
@@ -219,10 +220,15 @@ class LlamaCppGenerator:
                 lps[q].append(float(lp[row]))
                 if t in self.eos:
                     done[q] = True
+                    if on_done is not None:
+                        on_done(q, toks[q], lps[q], True)
                 else:
                     nxt.append(q)
             live = nxt
             if not live or step == cfg.max_new_tokens - 1:
+                if on_done is not None:
+                    for q in live:
+                        on_done(q, toks[q], lps[q], False)
                 break
             self._decode([(toks[q][-1], P + step, q, True) for q in live])
             logits = self._logits(len(live))  # (b, V)
@@ -231,21 +237,29 @@ class LlamaCppGenerator:
     def batch_capacity(self) -> int:
         return max(1, int(self.lc.llama_n_batch(self.ctx)))
 
-    def generate(self, encoded: list[torch.Tensor], tokenizer, state_fn, version: int) -> list[Generation]:
-        """One completion per prompt; runs of equal prompts share one prompt decode (up to `n_seq` at once)."""
+    def generate(self, encoded: list[torch.Tensor], tokenizer, state_fn, version: int,
+                 on_done=None) -> list[Generation]:
+        """One completion per prompt; runs of equal prompts share one prompt decode (up to `n_seq` at once).
+        `on_done(index, generation)` is called as each completion ends (so its program can start running while
+        the others are still sampled)."""
         self.sync(state_fn, version)
-        out: list[Generation] = []
+        out: list[Generation | None] = [None] * len(encoded)
         i = 0
         while i < len(encoded):
             j = i + 1
             while j < len(encoded) and j - i < self.n_seq and torch.equal(encoded[j], encoded[i]):
                 j += 1
-            for toks, lps, fin in self.sample_group(encoded[i], j - i):
+
+            def finish(q: int, toks: list[int], lps: list[float], fin: bool, i: int = i) -> None:
                 c = torch.tensor(toks, dtype=torch.long)
-                out.append(Generation(encoded[i], c, torch.tensor(lps, dtype=torch.float32),
-                                      tokenizer.decode(c, skip_special_tokens=True), fin))
+                out[i + q] = Generation(encoded[i], c, torch.tensor(lps, dtype=torch.float32),
+                                        tokenizer.decode(c, skip_special_tokens=True), fin)
+                if on_done is not None:
+                    on_done(i + q, out[i + q])
+
+            self.sample_group(encoded[i], j - i, finish)
             i = j
-        return out
+        return out  # type: ignore[return-value]
 
     def close(self) -> None:
         lc = self.lc

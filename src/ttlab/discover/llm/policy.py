@@ -165,14 +165,16 @@ class LLMPolicy:
 
     # ---- generation ----------------------------------------------------------------------------
     @torch.no_grad()
-    def generate(self, prompts: list[str]) -> list[Generation]:
+    def generate(self, prompts: list[str], on_done=None) -> list[Generation]:
         """One sampled completion per prompt (same order), in chunks of `gen_batch_size`; with `prefix_cache`
-        a chunk holds rollouts of one prompt (a run of equal consecutive prompts) and shares its prefill."""
+        a chunk holds rollouts of one prompt (a run of equal consecutive prompts) and shares its prefill.
+        `on_done(index, generation)`: called as each completion ends where the backend streams (llama.cpp);
+        the caller handles the returned list for the others."""
         encoded = [self.encode(p) for p in prompts]
         if self.vllm is not None:
             return self.vllm.generate(encoded, self.tokenizer, self.model, self.version)
         if self.llama is not None:
-            return self.llama.generate(encoded, self.tokenizer, self.adapter_state, self.version)
+            return self.llama.generate(encoded, self.tokenizer, self.adapter_state, self.version, on_done)
         bs = max(1, self.cfg.gen_batch_size)
         spans = runs(prompts) if self.cfg.prefix_cache else [(0, len(prompts))]
         out: list[Generation] = []

@@ -43,13 +43,15 @@ def cpu_smollm2_blocks() -> TrainConfig:
     autocast (the compact format's 40 x 4 left the blocks model repeating stages without ever writing the closing
     lines; 60 x 8 at a constant lr closed its programs but slipped on the calls' syntax); the TTT learner runs
     under bf16 autocast too (forward and backward of 16 programs 38 s instead of 60-78 s on one core, the SFT loss
-    equal to 3 decimals)."""
+    equal to 3 decimals). Programs budget by the blocks' work model (`program_clock` "work"), so a program and
+    seed score the same on any load."""
     cfg = cpu_smollm2()
     cfg.prompt_format = "blocks"
     cfg.policy.temperature, cfg.policy.backend = 1.0, "llama"
     cfg.policy.max_new_tokens, cfg.policy.learn_bf16 = 384, True
     cfg.warm = WarmStartConfig(groups=100, per_group=8, lr=3e-3, cosine=True, bf16=True)
     cfg.rollouts_per_state, cfg.micro_batch, cfg.lr = 16, 8, 3e-4
+    cfg.program_clock = "work"  # a program's score must not depend on the load (docs/notes/discover-llm7.md)
     return cfg
 
 

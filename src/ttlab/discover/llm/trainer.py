@@ -39,7 +39,7 @@ from ttlab.common.device import resolve_device, seed_everything
 from ttlab.common.logging import Logger, progress
 from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages, group_betas, group_betas_at_cap
-from ttlab.discover.blocks import with_blocks
+from ttlab.discover.blocks import clock_wall_factor, with_blocks
 from ttlab.discover.config import TrainConfig
 from ttlab.discover.llm.generation import Generation
 from ttlab.discover.llm.learn import learn
@@ -93,7 +93,8 @@ class Trainer:
             self._drop_metrics_after(self.step_idx)
         elif cfg.resume:
             log(f"--resume: no checkpoint in {self.run.checkpoints}, starting fresh")
-        self.limits = Limits(wall_s=cfg.program_budget_s + cfg.grace_s, memory_mb=cfg.memory_mb)
+        self.limits = Limits(wall_s=clock_wall_factor(cfg.program_clock) * cfg.program_budget_s + cfg.grace_s,
+                             memory_mb=cfg.memory_mb)
         if executor is None:
             executor = make_executor(cfg.executor, cfg.workers, self.limits, cfg.ray_address, cfg.ray_cpus_per_task)
         self.executor = executor
@@ -145,24 +146,28 @@ class Trainer:
             prompts += [p] * cfg.rollouts_per_state
             sids += [s.id] * cfg.rollouts_per_state
         seeds = self.rng.integers(0, 2**31 - 1, size=len(prompts)).tolist()
-        gens: list[Generation] = []
-        codes: list[str | None] = []
-        futs: list[Any] = []
+        gens: list[Generation | None] = [None] * len(prompts)
+        codes: list[str | None] = [None] * len(prompts)
+        futs: list[Any] = [None] * len(prompts)
         t_gen = 0.0
         chunk = max(1, cfg.policy.gen_batch_size)
+
+        def submit(j: int, g: Generation) -> None:
+            """Completion j is done: its program starts in the sandbox (while the others are still sampled)."""
+            code = extract_code(self.answer_prefix + g.text)
+            gens[j], codes[j] = g, code
+            parent = self.tree.nodes[sids[j]].array()
+            # a program that imports the building blocks gets them bundled (the tree stores it unwrapped)
+            futs[j] = None if code is None else self.executor.submit(
+                Job(with_blocks(code, cfg.program_clock), parent, cfg.program_budget_s, seed=int(seeds[j])))
+
         for i in range(0, len(prompts), chunk):
             t0 = time.perf_counter()
-            out = self.policy.generate(prompts[i:i + chunk])
+            out = self.policy.generate(prompts[i:i + chunk], on_done=lambda k, g, i=i: submit(i + k, g))
             t_gen += time.perf_counter() - t0
             for k, g in enumerate(out):
-                j = i + k
-                code = extract_code(self.answer_prefix + g.text)
-                gens.append(g)
-                codes.append(code)
-                parent = self.tree.nodes[sids[j]].array()
-                # a program that imports the building blocks gets them bundled (the tree stores it unwrapped)
-                futs.append(None if code is None else self.executor.submit(
-                    Job(with_blocks(code), parent, cfg.program_budget_s, seed=int(seeds[j]))))
+                if gens[i + k] is None:  # a backend that does not stream
+                    submit(i + k, g)
         t_gen_end = time.perf_counter()
         results: list[tuple[SandboxResult | None, VerifyResult]] = []
         deadline = time.monotonic() + batch_deadline_s(len(futs), cfg.workers, self.limits)

@@ -57,7 +57,8 @@ def random_arm(c: TrainConfig, seed: int, run_name: str, root: str, wall_budget:
     budget = f"{int(wall_budget)}s" if math.isfinite(wall_budget) else "100000h"
     sc = SearchConfig(task=c.task, proposer="random_blocks", time_limit=budget, workers=c.workers,
                       states_per_step=c.states_per_step, samples_per_state=c.rollouts_per_state,
-                      program_budget_s=c.program_budget_s, grace_s=c.grace_s, memory_mb=c.memory_mb,
+                      program_budget_s=c.program_budget_s, grace_s=c.grace_s, program_clock=c.program_clock,
+                      memory_mb=c.memory_mb,
                       init_states=c.init_states, puct_c=c.puct_c, keep_children=c.keep_children, max_roots=c.max_roots,
                       seed=seed, run_name=run_name, root=root, max_steps=c.steps)
     rows: list[dict] = []
