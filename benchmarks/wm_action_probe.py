@@ -19,6 +19,12 @@ over true agent pixels.
     python benchmarks/wm_action_probe.py --overfit --minutes 6 --injection additive --out runs/bench/probe_add.json
     python benchmarks/wm_action_probe.py --run runs/wm/pilot_g5
     python benchmarks/wm_action_probe.py --overfit --train-pool 256 --seeds 101 102 103 104 --minutes 15
+    python benchmarks/wm_action_probe.py --overfit --train-pool 256 --seeds 101 102 103 104 --minutes 20 \
+        --actions abs --action-map gaussian --score-train 4
+
+`--actions abs` conditions on the PD target itself (a point in the image) instead of the target minus the agent;
+`--action-map gaussian` also draws those targets into the frames (`ttlab.worldmodel.model.action_map`);
+`--score-train N` scores the first N training contexts too, once, after the budget.
 """
 
 from __future__ import annotations
@@ -37,12 +43,14 @@ import torch
 from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.data import repo_relative
 from ttlab.worldmodel.data.branches import branch_pool
+from ttlab.worldmodel.data.dino_wm import PUSHT_WORKSPACE
 from ttlab.worldmodel.data.pusht import branch_clips
 from ttlab.worldmodel.data.windows import compute_action_stats, window_actions
 from ttlab.worldmodel.diffusion import Objective
 from ttlab.worldmodel.diffusion.samplers import sample_window
 from ttlab.worldmodel.metrics import psnr
 from ttlab.worldmodel.model import NanoWM
+from ttlab.worldmodel.model.action_map import pixel_affine
 from ttlab.worldmodel.objects import ink_counts, read_poses
 from ttlab.worldmodel.presets import pusht_cpu
 from ttlab.worldmodel.train import build_model_config
@@ -57,18 +65,19 @@ def git_rev() -> str:
 
 
 def probe_set(seeds: list[int], branches: int, num_frames: int, n_ctx: int, interval: int) -> dict[str, np.ndarray]:
-    """Branched clips of several seeds stacked: frames (N, F, r, r, 3) uint8, raw rel actions (N, n_raw, 2),
-    group (N,) = index of the shared context, branch (N,)."""
+    """Branched clips of several seeds stacked: frames (N, F, r, r, 3) uint8, raw rel and abs actions
+    (N, n_raw, 2), group (N,) = index of the shared context, branch (N,)."""
     out = [branch_clips(s, branches=branches, num_frames=num_frames, n_ctx=n_ctx, frame_interval=interval)
            for s in seeds]
     return {"frames": np.concatenate([o["frames"] for o in out]),
             "rel_actions": np.concatenate([o["rel_actions"] for o in out]),
+            "abs_actions": np.concatenate([o["abs_actions"] for o in out]),
             "group": np.repeat(np.arange(len(seeds)), branches), "branch": np.tile(np.arange(branches), len(seeds))}
 
 
-def to_tensors(clips: dict, mean: np.ndarray, std: np.ndarray, num_frames: int, interval: int):
+def to_tensors(clips: dict, mean: np.ndarray, std: np.ndarray, num_frames: int, interval: int, key: str = "rel_actions"):
     frames = torch.from_numpy(clips["frames"]).float().movedim(-1, -3) / 127.5 - 1.0  # (N, F, 3, H, W)
-    acts = np.stack([window_actions((a - mean) / std, 0, num_frames, interval) for a in clips["rel_actions"]])
+    acts = np.stack([window_actions((a - mean) / std, 0, num_frames, interval) for a in clips[key]])
     return frames, torch.from_numpy(acts.astype(np.float32))  # (N, F, A)
 
 
@@ -128,6 +137,13 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16, help="overfit: clips per step (the probe clips repeated)")
     ap.add_argument("--train-pool", type=int, default=0, help="overfit: train on this many contexts of the training "
                     "branched-clip pool (the preset's pool seed) instead, and score on the held-out --seeds")
+    ap.add_argument("--actions", choices=("rel", "abs"), default="rel", help="overfit: condition on the PD target "
+                    "minus the agent (rel) or on the target itself, a point in the image (abs)")
+    ap.add_argument("--action-map", choices=("none", "gaussian"), default="none", help="overfit: also draw the "
+                    "targets into the frames (needs --actions abs)")
+    ap.add_argument("--action-map-sigma", type=float, default=1.5, help="overfit: blob width in pixels")
+    ap.add_argument("--score-train", type=int, default=0, help="overfit with --train-pool: after the budget, also "
+                    "score the first N training contexts")
     ap.add_argument("--lr", type=float, default=6e-4)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, help="write the JSON here too")
@@ -136,6 +152,10 @@ def main() -> None:
         ap.error("give exactly one of --overfit and --run DIR")
     if args.run is not None and not args.run.is_dir():
         ap.error(f"--run {args.run}: not a run directory")
+    if args.action_map != "none" and args.actions != "abs":
+        ap.error(f"--action-map {args.action_map}: needs --actions abs (relative actions are not image positions)")
+    if args.score_train and not args.train_pool:
+        ap.error("--score-train needs --train-pool")
     torch.set_num_threads(args.threads)
     t0, load0 = time.time(), os.getloadavg()
     base = pusht_cpu()
@@ -145,7 +165,8 @@ def main() -> None:
            "seeds": args.seeds, "branches": args.branches, "clips": int(len(clips["frames"]))}
     if args.run is not None:
         lw = load_world_model(args.run)
-        frames, actions = to_tensors(clips, lw.action_mean, lw.action_std, F, interval)
+        key = "rel_actions" if lw.train_cfg.get("relative_actions", True) else "abs_actions"
+        frames, actions = to_tensors(clips, lw.action_mean, lw.action_std, F, interval, key)
         out |= {"mode": "trained", "run": repo_relative(args.run), "step": lw.step, "injection": lw.model.cfg.injection,
                 "scores": score(lw.model, lw.obj, frames, actions, args.branches, n_ctx, base.sample_steps)}
     else:
@@ -157,13 +178,16 @@ def main() -> None:
             train_clips = {k: v[keep] for k, v in pool.items()}
             out |= {"train_pool": {"file": repo_relative(pool_path), "contexts": args.train_pool,
                                    "clips": int(len(train_clips["frames"]))}}
-        st = compute_action_stats(list(train_clips["rel_actions"]))  # the training clips' own statistics
-        frames, actions = to_tensors(clips, st.mean, st.std, F, interval)
-        tr_frames, tr_actions = to_tensors(train_clips, st.mean, st.std, F, interval)
-        cfg = replace(base, injection=args.injection,
+        key = f"{args.actions}_actions"
+        st = compute_action_stats(list(train_clips[key]))  # the training clips' own statistics
+        frames, actions = to_tensors(clips, st.mean, st.std, F, interval, key)
+        tr_frames, tr_actions = to_tensors(train_clips, st.mean, st.std, F, interval, key)
+        cfg = replace(base, injection=args.injection, relative_actions=args.actions == "rel",
+                      action_map=args.action_map, action_map_sigma=args.action_map_sigma,
                       diffusion=replace(base.diffusion, change_weight=args.change_weight))
+        pix = pixel_affine(PUSHT_WORKSPACE, frames.shape[-1], st.mean, st.std) if args.action_map != "none" else None
         torch.manual_seed(0)
-        model = NanoWM(build_model_config(cfg, tuple(frames.shape[2:]), actions.shape[-1]))
+        model = NanoWM(build_model_config(cfg, tuple(frames.shape[2:]), actions.shape[-1], pix))
         obj = Objective(cfg.diffusion)
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0, betas=(0.9, 0.99))
         reps = -(-args.batch // len(tr_frames))
@@ -189,10 +213,16 @@ def main() -> None:
                 curve.append({"step": step, "minutes": round((time.time() - t_train) / 60, 2),
                               "loss": round(float(np.mean(losses[-args.eval_every:])), 5), **s})
                 print(json.dumps(curve[-1]), flush=True)
-        out |= {"mode": "overfit", "injection": args.injection, "change_weight": args.change_weight,
-                "batch": args.batch, "lr": args.lr, "steps": step, "curve": curve,
+        out |= {"mode": "overfit", "injection": args.injection, "actions": args.actions,
+                "action_map": args.action_map, "action_map_sigma": args.action_map_sigma if pix else None,
+                "change_weight": args.change_weight, "batch": args.batch, "lr": args.lr, "steps": step,
+                "train_minutes": round((time.time() - t_train) / 60, 2), "curve": curve,
                 "scores": curve[-1] if curve else score(model, obj, frames, actions, args.branches, n_ctx,
                                                           base.sample_steps)}
+        if args.score_train:  # the open question: does it follow the actions on contexts it trained on?
+            n = args.score_train * args.branches  # the pool is context-major: its first N contexts
+            out["scores_train_contexts"] = {"contexts": args.score_train, **score(
+                model, obj, tr_frames[:n], tr_actions[:n], args.branches, n_ctx, base.sample_steps)}
     out |= {"wall_s": round(time.time() - t0, 1), "loadavg_before": [round(v, 2) for v in load0],
             "loadavg_end": [round(v, 2) for v in os.getloadavg()]}
     line = json.dumps(out)

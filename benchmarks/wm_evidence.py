@@ -15,6 +15,7 @@ One resumable command, on one thread:
 Writes benchmarks/results/wm_evidence/{wm_evidence.json, strip.png, rollouts.gif}.
 
     python benchmarks/wm_evidence.py [--train-minutes 45] [--run-name evidence] [--resume] [--eval-only]
+    python benchmarks/wm_evidence.py --abs-actions --action-map gaussian --compile  # pixel-aligned actions
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ttlab.worldmodel.model import count_parameters
 from ttlab.worldmodel.presets import pusht_cpu
 from ttlab.worldmodel.scorecard import fit_baselines, score_rollouts, score_windows, scorecard_targets
 from ttlab.worldmodel.throughput import matmul_peak, train_step_rate
-from ttlab.worldmodel.train import build_datasets, build_model_config, train
+from ttlab.worldmodel.train import build_datasets, build_model_config, dataset_action_pixels, train
 from ttlab.worldmodel.visuals import rollout_gif, strip_png
 from ttlab.worldmodel.weights import load_world_model
 
@@ -70,6 +71,12 @@ def main() -> None:
     ap.add_argument("--depth", type=int, default=0, help="override the preset's depth (0 keeps it)")
     ap.add_argument("--branch-frac", type=float, default=0.0, help="share of each batch from the branched-clip pool "
                     "(one context, action-determined futures; 0 = off)")
+    ap.add_argument("--abs-actions", action="store_true", help="condition on the PD target itself (abs_actions.pth, "
+                    "a point in the image) instead of the target minus the agent")
+    ap.add_argument("--action-map", choices=("none", "gaussian"), default="none", help="also draw the targets into "
+                    "the frames they lead to (needs --abs-actions)")
+    ap.add_argument("--action-map-sigma", type=float, default=1.5, help="blob width in pixels")
+    ap.add_argument("--compile", action="store_true", help="train through torch.compile of the denoiser")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--run-name", default="evidence")
     ap.add_argument("--root", default="runs", help="runs root: the run is ROOT/wm/RUN_NAME")
@@ -97,13 +104,18 @@ def main() -> None:
     motion = {"ours_smooth": made.get("motion_interval5"),
               "earlier_scripted": motion_stats(old, [len(s) for s in old], 5, 64)}
 
+    if args.action_map != "none" and not args.abs_actions:
+        ap.error(f"--action-map {args.action_map}: needs --abs-actions (relative actions are not image positions)")
     cfg = replace(pusht_cpu(), data=str(data), threads=args.threads, run_name=args.run_name, root=args.root,
-                  resume=args.resume, branch=replace(pusht_cpu().branch, frac=args.branch_frac))
+                  resume=args.resume, branch=replace(pusht_cpu().branch, frac=args.branch_frac),
+                  relative_actions=not args.abs_actions, action_map=args.action_map,
+                  action_map_sigma=args.action_map_sigma, compile=args.compile)
     if args.hidden or args.depth:
         cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
     run_dir = Path(cfg.root) / "wm" / cfg.run_name
     train_ds, val_ds = build_datasets(cfg, None)
-    mcfg = build_model_config(cfg, tuple(train_ds[0]["frames"].shape[1:]), train_ds.action_dim)
+    mcfg = build_model_config(cfg, tuple(train_ds[0]["frames"].shape[1:]), train_ds.action_dim,
+                              dataset_action_pixels(cfg, train_ds))
     obj = Objective(cfg.diffusion)
     print("measuring matmul peaks and the training step", flush=True)
     speed = {"fp32_matmul": matmul_peak(dtype=torch.float32), "bf16_matmul": matmul_peak(dtype=torch.bfloat16),
@@ -181,7 +193,8 @@ def main() -> None:
                   "budget_minutes": cfg.budget_minutes or None, "batch": cfg.batch_size, "lr": cfg.lr,
                   "minutes": r(tr["seconds"] / 60, 2), "stopped_by_wall_clock": tr["stopped_by_wall_clock"],
                   "resumed": args.resume, "eval_only": args.eval_only,
-                  "run_config": {k: saved.get(k) for k in ("diffusion", "branch", "injection", "seed")}},
+                  "compile": cfg.compile, "run_config": {k: saved.get(k) for k in (
+                      "diffusion", "branch", "injection", "relative_actions", "action_map", "action_map_sigma", "seed")}},
         "blend_alpha_by_lag": r(base.blend_alpha, 3),
         "windows": {"count": w["count"], "n_ctx": w["n_ctx"], "predicted": w["predicted"],
                     "seed_pair_psnr": r(w["seed_pair/psnr"]), "seed_pair_psnr/by_lag": r(w["seed_pair/psnr/by_lag"]),

@@ -79,6 +79,11 @@ def test_pool_is_simulated_once_cached_and_branches_share_their_context(tmp_path
     assert item["frames"].shape == (4, 3, 32, 32) and item["actions"].shape == (4, 4)
     assert item["actions"][0].abs().sum() == 0  # frame 0 gets no action (the window contract)
     np.testing.assert_allclose(item["actions"][1:].reshape(-1, 2).numpy(), pool["rel_actions"][4])
+    absolute = BranchPoolDataset(pool, ActionStats(np.zeros(2), np.ones(2)), num_frames=4, frame_interval=2,
+                                 relative=False)[4]["actions"]  # the dataset's kind of action: the targets themselves
+    np.testing.assert_allclose(absolute[1:].reshape(-1, 2).numpy(), pool["abs_actions"][4])
+    assert pool["abs_actions"].shape == pool["rel_actions"].shape
+    assert not np.allclose(pool["abs_actions"], pool["rel_actions"])  # target vs target minus the agent
 
 
 def test_training_mixes_the_pool_into_every_batch(tmp_path, monkeypatch):

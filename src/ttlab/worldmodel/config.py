@@ -44,6 +44,15 @@ class TrainConfig:
     """Model size: S/2 | B/2 | L/2 | tiny."""
     injection: str = "additive"
     """Action injection: additive | adaln | adaln_fuse | film | cross_attention."""
+    action_map: str = "none"
+    """Also draw the actions into the frames they lead to: none | gaussian (each raw (x, y) target of the frame
+    interval a blob in its own input channel; `ttlab.worldmodel.model.action_map`). Needs actions that are image
+    positions (PushT with --no-relative-actions); the global injection stays."""
+    action_map_sigma: float = 1.5
+    """Width of the action map's blobs in pixels."""
+    relative_actions: bool = True
+    """DINO-WM PushT: rel_actions.pth (the PD target minus the agent's position); False: abs_actions.pth (the
+    target itself, a point in the image, which --action-map needs)."""
     null_first_action: bool = True
     """Frame 0 of every clip gets the null action (a zero embedding, as the official model does); False embeds
     the pipeline's zeros, i.e. the mean action (the behaviour the `pusht_cpu` evidence was measured with)."""
@@ -79,6 +88,9 @@ class TrainConfig:
     time_limit: str = ""
     """Safety stop after this wall time of *this* process (e.g. 30m; empty: none; a resumed run gets it afresh).
     It cuts the schedule short, so size max_steps (or budget_minutes) to the time instead and keep this as a guard."""
+    compile: bool = False
+    """Train through `torch.compile` of the denoiser's forward (inductor; the first steps compile, minutes on a
+    CPU); the EMA copy, validation and the exported weights stay the plain module."""
     grad_clip: float = 1.0
     """Gradient norm clip (0 disables)."""
     ema_decay: float = 0.9999

@@ -48,6 +48,7 @@ from ttlab.worldmodel.diffusion import Objective, sample_window
 from ttlab.worldmodel.distributed import GlobalBatchSampler, global_draws, launched_rank
 from ttlab.worldmodel.metrics import frame_metrics
 from ttlab.worldmodel.model import NanoWM, NanoWMConfig, size_config
+from ttlab.worldmodel.model.action_map import pixel_affine
 from ttlab.worldmodel.presets import TRAIN_PRESETS
 from ttlab.worldmodel.toy import moving_square_source
 
@@ -60,15 +61,35 @@ def warmup_cosine(step: int, warmup: int, total: int, min_ratio: float = 0.0) ->
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def build_model_config(cfg: TrainConfig, frame_shape: tuple[int, ...], action_dim: int) -> NanoWMConfig:
+def build_model_config(cfg: TrainConfig, frame_shape: tuple[int, ...], action_dim: int,
+                       action_pixels: tuple[float, float, float, float] | None = None) -> NanoWMConfig:
+    """The denoiser's config; `action_pixels` (from `dataset_action_pixels`) is required with --action-map."""
     C, H, W = frame_shape
     if H != W:
         raise ValueError(f"--data {cfg.data}: frames are {H}x{W}; NanoWM needs square frames")
+    if cfg.action_map != "none" and action_pixels is None:
+        raise ValueError(f"--action-map {cfg.action_map}: the actions of --data {cfg.data} are not image positions")
+    amap = {} if cfg.action_map == "none" else {"action_map": cfg.action_map, "action_map_sigma": cfg.action_map_sigma,
+                                                "action_pixels": action_pixels}
     over = {k: v for k, v in (("patch_size", cfg.patch_size), ("hidden", cfg.hidden), ("depth", cfg.depth),
                               ("heads", cfg.heads)) if v}
     return size_config(cfg.size, input_size=H, in_channels=C, action_dim=action_dim, injection=cfg.injection,
                        max_frames=max(64, cfg.num_frames), null_first_action=cfg.null_first_action,
-                       cond_channels=C if cfg.diffusion.delta else 0, **over)
+                       cond_channels=C if cfg.diffusion.delta else 0, **amap, **over)
+
+
+def dataset_action_pixels(cfg: TrainConfig, ds: WindowDataset) -> tuple[float, float, float, float] | None:
+    """With --action-map: the map from the dataset's normalised actions to pixels (`pixel_affine`), from the
+    workspace its source declares (`action_extent`); a one-line error when its actions are not image positions.
+    None without a map."""
+    if cfg.action_map == "none":
+        return None
+    extent = getattr(ds.source, "action_extent", None)
+    if extent is None or ds.source.is_latent or ds.codec is not None:
+        hint = " (PushT: add --no-relative-actions for abs_actions.pth)" if getattr(ds.source, "relative", False) else ""
+        raise ValueError(f"--action-map {cfg.action_map}: the actions of --data {cfg.data} are not positions in "
+                         f"its pixel frames{hint}")
+    return pixel_affine(extent, ds[0]["frames"].shape[-1], ds.action_stats.mean, ds.action_stats.std)
 
 
 def cache_bytes(cfg: TrainConfig) -> int:
@@ -84,6 +105,8 @@ def open_episodes(cfg: TrainConfig):
         return moving_square_source(cfg.toy_episodes, seed=cfg.seed)
     kind = detect_format(cfg.data) if cfg.format == "auto" else cfg.format
     kw = {"cache": cfg.episode_cache, "cache_bytes": cache_bytes(cfg)} if kind in ("dino_wm", "lerobot") else {}
+    if kind == "dino_wm":
+        kw["relative"] = cfg.relative_actions
     return open_source(cfg.data, kind, **kw)
 
 
@@ -128,6 +151,15 @@ def video_grid(gt: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
     return ((img.reshape(C, R * H, Fr * W).float().cpu() + 1) / 2).clamp(0, 1)
 
 
+def compile_forward(model: NanoWM, threads: int):
+    """`torch.compile` (inductor) of the model's forward, compiling with `threads` worker threads (0: its default)."""
+    import torch._inductor.config as inductor_config  # deferred on purpose: only --compile needs inductor
+
+    if threads > 0:
+        inductor_config.compile_threads = threads
+    return torch.compile(model.forward)
+
+
 class WorldModelModule(L.LightningModule):
     """NanoWM + EMA copy + the diffusion objective; validation samples with the EMA weights."""
 
@@ -136,6 +168,9 @@ class WorldModelModule(L.LightningModule):
         self.cfg, self.model_cfg = cfg, model_cfg
         self.model = NanoWM(model_cfg)
         self.ema = copy.deepcopy(self.model).requires_grad_(False).eval()
+        # --compile: the training forward goes through a compiled function of the same parameters (a function, not
+        # a submodule, so checkpoints and exports keep the plain module's keys)
+        self.compiled = compile_forward(self.model, cfg.threads) if cfg.compile else None
         self.obj = Objective(cfg.diffusion)
         self.codec = codec  # decodes latents for metrics/videos; None = pixels
         self.videos_logged_at = -1
@@ -150,7 +185,8 @@ class WorldModelModule(L.LightningModule):
         if c.rank_invariant:  # this process's slice of the global batch's draws
             draws = global_draws(self.obj, x.shape[0], x.shape[1], tuple(x.shape[2:]), c.seed, self.global_step,
                                  x.device)
-        loss, stats = self.obj.loss(self.model, x, batch["actions"], draws=draws)
+        net = self.model if self.compiled is None else self.compiled
+        loss, stats = self.obj.loss(net, x, batch["actions"], draws=draws)
         self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)
         self.log("train/mse", stats["mse"], sync_dist=self.trainer.world_size > 1)
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
@@ -300,7 +336,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         stats = None  # another node without rank 0's files: the same statistics, computed here, not saved
     train_ds, val_ds = build_datasets(cfg, stats, codec)
     item = train_ds[0]
-    model_cfg = build_model_config(cfg, tuple(item["frames"].shape[1:]), train_ds.action_dim)
+    model_cfg = build_model_config(cfg, tuple(item["frames"].shape[1:]), train_ds.action_dim,
+                                   dataset_action_pixels(cfg, train_ds))
     module = WorldModelModule(cfg, model_cfg, codec)
     val_sub = fixed_subset(val_ds, cfg.val_samples, cfg.seed)
     nw = cfg.num_workers
@@ -369,7 +406,8 @@ def branch_sampling(cfg: TrainConfig, train_ds: WindowDataset):
                                    show_progress=cfg.progress_bar)
     if pool["frames"].shape[2:4] != (H, W):
         raise ValueError(f"{path}: pool frames {pool['frames'].shape[2:4]} differ from the data's {(H, W)}")
-    pool_ds = BranchPoolDataset(pool, train_ds.action_stats, cfg.num_frames, cfg.frame_interval)
+    pool_ds = BranchPoolDataset(pool, train_ds.action_stats, cfg.num_frames, cfg.frame_interval,
+                                relative=getattr(train_ds.source, "relative", True))
     sampler = MixedBatchSampler(len(train_ds), len(pool_ds), cfg.batch_size, k, cfg.seed)
     info = {"file": repo_relative(path), "clips": len(pool_ds), "per_batch": k, "simulated_now": made}
     return ConcatDataset([train_ds, pool_ds]), sampler, info

@@ -42,7 +42,7 @@ from ttlab.worldmodel.data.windows import ActionStats, to_model_frames, window_a
 from ttlab.worldmodel.distributed import world
 
 SEED_TAG = 7_413  # mixed into the contexts' episode seeds, so they are not the dataset's (seed, i) episodes
-POOL_VERSION = 1  # bump when the way a pool is simulated changes: old cache files are then not reused
+POOL_VERSION = 2  # bump when the way a pool is simulated changes: old cache files are then not reused
 
 
 @dataclass
@@ -104,9 +104,9 @@ def pool_key(c: BranchConfig, resolution: int, num_frames: int, n_ctx: int, fram
 
 def simulate_pool(c: BranchConfig, resolution: int, num_frames: int, n_ctx: int, frame_interval: int,
                   show_progress: bool | None = None) -> dict[str, np.ndarray]:
-    """frames uint8 (N, F, r, r, 3), raw rel_actions float32 (N, n_raw, 2), group (N,) and branch (N,) with
-    N = contexts x branches, context-major."""
-    frames, acts = [], []
+    """frames uint8 (N, F, r, r, 3), raw rel_actions and abs_actions float32 (N, n_raw, 2), group (N,) and
+    branch (N,) with N = contexts x branches, context-major."""
+    frames, acts, abs_acts = [], [], []
     with progress(c.contexts, "branched clips", disable=None if show_progress is None else not show_progress) as bar:
         for i in range(c.contexts):
             p = context_plan(c, i)
@@ -114,9 +114,11 @@ def simulate_pool(c: BranchConfig, resolution: int, num_frames: int, n_ctx: int,
                              frame_interval=frame_interval, speed=p["speed"], resolution=resolution, angle=p["angle"])
             frames.append(d["frames"])
             acts.append(d["rel_actions"])
+            abs_acts.append(d["abs_actions"])
             bar.advance(1)
     return {"frames": np.concatenate(frames), "rel_actions": np.concatenate(acts),
-            "group": np.repeat(np.arange(c.contexts), c.branches), "branch": np.tile(np.arange(c.branches), c.contexts)}
+            "abs_actions": np.concatenate(abs_acts), "group": np.repeat(np.arange(c.contexts), c.branches),
+            "branch": np.tile(np.arange(c.branches), c.contexts)}
 
 
 def branch_pool(c: BranchConfig, resolution: int, num_frames: int, n_ctx: int, frame_interval: int,
@@ -127,7 +129,7 @@ def branch_pool(c: BranchConfig, resolution: int, num_frames: int, n_ctx: int, f
     if path.exists():
         try:
             with np.load(path) as z:
-                pool = {k: z[k] for k in ("frames", "rel_actions", "group", "branch")}
+                pool = {k: z[k] for k in ("frames", "rel_actions", "abs_actions", "group", "branch")}
         except (OSError, ValueError, KeyError) as e:
             raise DataError(f"unreadable branched-clip pool ({type(e).__name__}: {e}); delete it to rebuild",
                             path=path) from None
@@ -141,14 +143,17 @@ def branch_pool(c: BranchConfig, resolution: int, num_frames: int, n_ctx: int, f
 
 class BranchPoolDataset(Dataset):
     """Pool clips as training items: {"frames": float32 (F, 3, H, W) in [-1, 1], "actions": float32
-    (F, A * interval), "episode": -1 - group, "start": clip index}, actions normalised like the windows'."""
+    (F, A * interval), "episode": -1 - group, "start": clip index}, actions normalised like the windows' (relative:
+    the PD target minus the agent, else the target itself, as the dataset's actions are)."""
 
-    def __init__(self, pool: dict[str, np.ndarray], action_stats: ActionStats, num_frames: int, frame_interval: int):
+    def __init__(self, pool: dict[str, np.ndarray], action_stats: ActionStats, num_frames: int, frame_interval: int,
+                 relative: bool = True):
         f = pool["frames"]
         if f.ndim != 5 or f.shape[1] != num_frames:
             raise DataError(f"branched-clip pool frames {f.shape}: expected (N, {num_frames}, H, W, 3)")
         self.frames, self.group = f, pool["group"]
-        acts = [window_actions(action_stats.normalize(a), 0, num_frames, frame_interval) for a in pool["rel_actions"]]
+        raw = pool["rel_actions" if relative else "abs_actions"]  # (N, n_raw, 2): the dataset's kind of action
+        acts = [window_actions(action_stats.normalize(a), 0, num_frames, frame_interval) for a in raw]
         self.actions = np.stack(acts)  # (N, F, A * interval)
 
     def __len__(self) -> int:

@@ -90,6 +90,9 @@ def to_uint8_rgb(x: np.ndarray, path: Path) -> np.ndarray:
     raise DataError(f"frames must be uint8 or float, got {x.dtype}", path=path)
 
 
+PUSHT_WORKSPACE = 512.0  # gym-pusht's workspace side in world units (x -> column, y -> row)
+
+
 class DinoWMSource(BaseSource):
     """A DINO-WM dataset directory. `relative` picks rel_actions.pth over abs_actions.pth (PushT).
     Decoded episodes are kept (LRU) so windows of one episode decode its video once: at most `cache` of them
@@ -122,6 +125,8 @@ class DinoWMSource(BaseSource):
             raise DataError(f"actions must be (episodes, T, A), got shape {acts.shape}", path=self.action_file)
         self._actions = acts.astype(np.float32, copy=False)  # (N, T, A)
         n, t_max, self.action_dim = self._actions.shape
+        if self.action_file.name == "abs_actions.pth" and self.action_dim == 2:
+            self.action_extent = PUSHT_WORKSPACE  # PushT's absolute actions: the agent's PD target in the image
 
         self._states = None
         if (root / "states.pth").is_file():

@@ -95,6 +95,9 @@ class BaseSource:
 
     is_latent = False
     action_dim = 0
+    action_extent: float | None = None
+    """Side of the square workspace the frames image when every action is an (x, y) point of it, x along the
+    columns and y along the rows (PushT's PD target: 512 world units); None: actions are not image positions."""
 
     def __len__(self) -> int:  # pragma: no cover - interface
         raise NotImplementedError

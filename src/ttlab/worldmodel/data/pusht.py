@@ -320,8 +320,8 @@ def branch_clips(seed: int, start: int = 20, branches: int = 4, num_frames: int 
     the PD target from the agent's position in direction `angle` + 2 pi b / branches (radians) at `speed` world
     units per step for the rest of the clip. The simulator is deterministic, so every branch's context frames are bit-identical
     and only the actions tell the futures apart: a model that ignores its actions can at best draw their mean.
-    Returns frames uint8 (branches, num_frames, r, r, 3), raw rel_actions (branches, n_raw, 2) over the clip's
-    raw steps (n_raw = (num_frames - 1) * frame_interval), states (branches, num_frames, 5)."""
+    Returns frames uint8 (branches, num_frames, r, r, 3), raw rel_actions and abs_actions (branches, n_raw, 2)
+    over the clip's raw steps (n_raw = (num_frames - 1) * frame_interval), states (branches, num_frames, 5)."""
     _headless()
     # deferred on purpose: an optional extra, and pygame reads the SDL_* variables set above when imported
     from gym_pusht.envs import PushTEnv
@@ -340,10 +340,10 @@ def branch_clips(seed: int, start: int = 20, branches: int = 4, num_frames: int 
         a = policy.act(np.asarray(info["pos_agent"], np.float64), np.asarray(info["block_pose"], np.float64))
         prefix.append(a)
         obs, _, _, _, info = env.step(a)
-    frames, rel, states = [], [], []
+    frames, rel, absolute, states = [], [], [], []
     for b in range(branches):
         obs, info = env.reset(seed=int(seed) % 2**32)
-        fr, ra, st = [], [], []
+        fr, ra, aa, st = [], [], [], []
         th = angle + 2 * np.pi * b / branches
         direction = np.array([np.cos(th), np.sin(th)])
         target = None
@@ -362,10 +362,12 @@ def branch_clips(seed: int, start: int = 20, branches: int = 4, num_frames: int 
                 a = target
             if t >= start:
                 ra.append(np.asarray(a, np.float64) - agent)
+                aa.append(np.asarray(a, np.float64))
             obs, _, _, _, info = env.step(a)
         frames.append(np.stack(fr))
         rel.append(np.stack(ra))
+        absolute.append(np.stack(aa))
         states.append(np.asarray(st))
     env.close()
     return {"frames": np.stack(frames).astype(np.uint8), "rel_actions": np.stack(rel).astype(np.float32),
-            "states": np.stack(states).astype(np.float32)}
+            "abs_actions": np.stack(absolute).astype(np.float32), "states": np.stack(states).astype(np.float32)}

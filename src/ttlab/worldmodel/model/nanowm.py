@@ -19,6 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ttlab.worldmodel.model.action_map import check_action_map, render_action_maps
 from ttlab.worldmodel.model.injection import ActionEmbedder, BlockInjection, check_injection
 from ttlab.worldmodel.model.rope import apply_rope, rope_1d, rope_2d
 
@@ -56,9 +57,21 @@ class NanoWMConfig:
     """Frame 0's action embedding is exactly zero (the official model's null action: nothing led to the first
     frame of a clip), whatever `actions[:, 0]` holds. False embeds `actions[:, 0]` as given (the data
     pipeline's zeros, i.e. the *mean* action after normalisation: the behaviour before this option)."""
+    action_map: str = "none"
+    """Also draw the actions into the frame (`action_map.py`): none | gaussian (each of the frame's raw (x, y)
+    targets a blob in its own input channel, patch-embedded with the frame). Needs actions that are image
+    positions; the global injection stays."""
+    action_map_sigma: float = 1.5
+    """Width of each blob in pixels."""
+    action_pixels: tuple[float, float, float, float] = (1.0, 0.0, 1.0, 0.0)
+    """(sx, ox, sy, oy): normalised action (x, y) -> pixel (column x sx + ox, row y sy + oy); see `pixel_affine`."""
 
     def __post_init__(self) -> None:
         check_injection(self.injection)
+        check_action_map(self.action_map, self.action_dim, self.action_map_sigma)
+        self.action_pixels = tuple(float(v) for v in self.action_pixels)
+        if len(self.action_pixels) != 4:
+            raise ValueError(f"action_pixels {self.action_pixels}: expected (sx, ox, sy, oy)")
         if self.depth % 2:
             raise ValueError(f"depth={self.depth}: must be even (spatial and temporal blocks alternate)")
         if self.hidden % self.heads or (self.hidden // self.heads) % 4:
@@ -73,6 +86,11 @@ class NanoWMConfig:
     @property
     def tokens_per_frame(self) -> int:
         return self.grid**2
+
+    @property
+    def map_channels(self) -> int:
+        """Input channels of the action map: one per raw (x, y) point of a frame's action, 0 without a map."""
+        return 0 if self.action_map == "none" else self.action_dim // 2
 
 
 def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -185,6 +203,8 @@ class NanoWM(nn.Module):
         self.cfg = cfg
         D, p = cfg.hidden, cfg.patch_size
         self.patch = nn.Conv2d(cfg.in_channels + cfg.cond_channels, D, kernel_size=p, stride=p)
+        # the action map's own patch embedding, added to the frame's (= extra input channels of one conv)
+        self.map_patch = nn.Conv2d(cfg.map_channels, D, kernel_size=p, stride=p) if cfg.map_channels else None
         self.pos_embed = nn.Parameter(torch.zeros(1, 1, cfg.tokens_per_frame, D))
         self.t_embed = TimestepEmbedder(D)
         self.a_embed = ActionEmbedder(cfg.action_dim, D)
@@ -210,6 +230,9 @@ class NanoWM(nn.Module):
         w = self.patch.weight.data
         nn.init.xavier_uniform_(w.view(w.shape[0], -1))
         nn.init.zeros_(self.patch.bias)
+        if self.map_patch is not None:  # zero: at init the map adds nothing (the action-free model)
+            nn.init.zeros_(self.map_patch.weight)
+            nn.init.zeros_(self.map_patch.bias)
         nn.init.normal_(self.t_embed.fc1.weight, std=0.02)
         nn.init.normal_(self.t_embed.fc2.weight, std=0.02)
         self.a_embed.init_weights(zero_output=cfg.injection in ("additive", "adaln_fuse"))
@@ -241,6 +264,9 @@ class NanoWM(nn.Module):
             cond = cond if cond.ndim == 5 else cond[:, None]
             x = torch.cat([x, cond.to(x.dtype).expand(B, Fr, *cond.shape[2:])], dim=2)  # (B, F, C + Cc, H, W)
         tok = self.patch(x.reshape(B * Fr, x.shape[2], H, W).to(dt))  # (BF, D, g, g)
+        if self.map_patch is not None:
+            maps = render_action_maps(actions, cfg.action_pixels, H, cfg.action_map_sigma)  # (B, F, K, H, W)
+            tok = tok + self.map_patch(maps.reshape(B * Fr, -1, H, W).to(dt))  # (BF, D, g, g)
         h = tok.flatten(2).transpose(1, 2).reshape(B, Fr, g * g, -1) + self.pos_embed  # (B, F, P, D)
         c_time = self.t_embed(t)  # (B, F, D)
         a = self.a_embed(actions.to(dt))  # (B, F, D)
@@ -285,5 +311,5 @@ def forward_flops(cfg: NanoWMConfig, frames: int, attention: bool = True) -> flo
     linear = 2 * N * (per_token + extra) * cfg.depth
     attn_s = 2 * 2 * Fr * P * P * D * (cfg.depth // 2)  # QK^T and AV over patches, per frame
     attn_t = 2 * 2 * P * Fr * Fr * D * (cfg.depth // 2)  # over frames, per patch (full; causal masks half)
-    head = 2 * N * D * cfg.patch_size**2 * (2 * cfg.in_channels + cfg.cond_channels)  # patchify + unpatchify
+    head = 2 * N * D * cfg.patch_size**2 * (2 * cfg.in_channels + cfg.cond_channels + cfg.map_channels)
     return float(linear + head + (attn_s + attn_t if attention else 0))
