@@ -1,8 +1,7 @@
 """Tiny hand-built scenes (a straight multi-lane road with cars driving at constant speed).
 
 Used by the simulator's own tests and as a last-resort scene when the procedural generator is absent.
-`pad_pool` pads scenes into a `ScenarioPool` (the scenario package's `build_pool` does the same job
-with caching; this minimal version keeps the simulator testable on its own).
+`pad_pool` pads scenes into a `ScenarioPool` with the scenario package's `build_pool` (same checks and padding).
 """
 
 from __future__ import annotations
@@ -10,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ttlab.drive.scenarios.pool import build_pool
 from ttlab.drive.scenarios.types import ROAD_TYPE_ID, Scenario, ScenarioPool
 
 
@@ -79,49 +79,5 @@ def straight_road(num_agents: int = 4, road_length: float = 200.0, lanes: int = 
 
 
 def pad_pool(scenes: list[Scenario], device: torch.device | str = "cpu") -> ScenarioPool:
-    """Pad scenes to common N agents, T steps, S segments; optional fields only when every scene has them."""
-    if not scenes:
-        raise ValueError("pad_pool: no scenes")
-    P = len(scenes)
-    N = max(s.num_agents for s in scenes)
-    T = max(s.num_steps for s in scenes)
-    S = max(s.num_segments for s in scenes)
-
-    def pad(get, shape, dtype, fill=0):
-        out = np.full((P, *shape), fill, dtype=dtype)
-        for i, s in enumerate(scenes):
-            a = np.asarray(get(s))
-            out[(i, *tuple(slice(0, d) for d in a.shape))] = a
-        return torch.as_tensor(out, device=device)
-
-    pool = ScenarioPool(
-        names=[s.name for s in scenes],
-        pos=pad(lambda s: s.pos, (N, T, 2), np.float32), heading=pad(lambda s: s.heading, (N, T), np.float32),
-        vel=pad(lambda s: s.vel, (N, T, 2), np.float32), valid=pad(lambda s: s.valid, (N, T), bool, False),
-        exists=pad(lambda s: np.ones(s.num_agents, bool), (N,), bool, False),
-        length=pad(lambda s: s.length, (N,), np.float32), width=pad(lambda s: s.width, (N,), np.float32),
-        agent_type=pad(lambda s: s.agent_type.astype(np.int64), (N,), np.int64),
-        goal=pad(lambda s: s.goal, (N, 2), np.float32), expert=pad(lambda s: s.expert, (N,), bool, False),
-        seg=pad(lambda s: s.seg, (S, 4), np.float32), seg_type=pad(lambda s: s.seg_type.astype(np.int64), (S,), np.int64),
-        num_segments=torch.as_tensor([s.num_segments for s in scenes], device=device),
-        dt=scenes[0].dt,
-    )
-    if all(s.route is not None for s in scenes):
-        R = max(s.route.shape[1] for s in scenes)
-        # pad routes by repeating each one's end point
-        rt = np.zeros((P, N, R, 2), np.float32)
-        for i, s in enumerate(scenes):
-            r = s.route
-            rt[i, : r.shape[0], : r.shape[1]] = r
-            rt[i, : r.shape[0], r.shape[1]:] = r[:, -1:]
-        pool.route = torch.as_tensor(rt, device=device)
-    if all(s.goal_candidates is not None for s in scenes):
-        M = max(s.goal_candidates.shape[1] for s in scenes)
-        pool.goal_candidates = pad(lambda s: s.goal_candidates, (N, M, 2), np.float32)
-    if all(s.style_pos is not None for s in scenes):
-        Y = max(s.style_pos.shape[0] for s in scenes)
-        pool.style_pos = pad(lambda s: s.style_pos, (Y, N, T, 2), np.float32)
-        pool.style_heading = pad(lambda s: s.style_heading, (Y, N, T), np.float32)
-        pool.style_vel = pad(lambda s: s.style_vel, (Y, N, T, 2), np.float32)
-        pool.style_valid = pad(lambda s: s.style_valid, (Y, N, T), bool, False)
-    return pool
+    """Pad scenes to common N agents, T steps, S segments: the scenario package's `build_pool`."""
+    return build_pool(scenes, device=device)
