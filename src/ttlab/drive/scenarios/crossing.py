@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ttlab.drive.scenarios.polyline import rdp, resample, rotate, to_segments
+from ttlab.drive.scenarios.source_text import as_int, parse_items
 from ttlab.drive.scenarios.types import ROAD_TYPE_ID, Scenario
 
 LANE_WIDTH = 7.0  # m: road width (two lanes' worth: a car has 2.5 m to spare on each side of the centreline it drives)
@@ -42,19 +43,8 @@ class CrossingSpec:
     @classmethod
     def parse(cls, text: str) -> CrossingSpec:
         """'crossing' or 'crossing:n=64,seed=0'."""
-        head, _, rest = text.partition(":")
-        if head != "crossing":
-            raise ValueError(f"scenario source {text!r}: expected 'crossing[:n=..,seed=..]'")
-        spec = cls()
-        known = {f.name for f in fields(cls)}
-        for item in filter(None, rest.split(",")):
-            key, eq, val = item.partition("=")
-            if key not in known or not eq:
-                raise ValueError(f"scenario source {text!r}: bad item {item!r}; keys: {', '.join(sorted(known))}")
-            try:
-                setattr(spec, key, int(val))
-            except ValueError as e:
-                raise ValueError(f"scenario source {text!r}: {key}={val!r} is not an integer") from e
+        items = parse_items(text, "crossing", (f.name for f in fields(cls)), "crossing[:n=..,seed=..]")
+        spec = cls(**{key: as_int(text, key, val) for key, val in items.items()})
         if spec.n < 1:
             raise ValueError(f"scenario source {text!r}: n must be >= 1")
         return spec

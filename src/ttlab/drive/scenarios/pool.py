@@ -20,6 +20,7 @@ from ttlab.drive.scenarios.cache import INDEX, load_cache
 from ttlab.drive.scenarios.crossing import crossing_scenes
 from ttlab.drive.scenarios.procedural import generate_pool_scenarios
 from ttlab.drive.scenarios.select import EgoSelection, select
+from ttlab.drive.scenarios.source_text import as_bool, as_int, parse_items
 from ttlab.drive.scenarios.types import Scenario, ScenarioPool
 from ttlab.drive.scenarios.waymo_json import load_scenario
 
@@ -40,24 +41,15 @@ class ProceduralSpec:
     @classmethod
     def parse(cls, text: str) -> ProceduralSpec:
         """'procedural' or 'procedural:n=100,seed=0,families=a+b,agents=12,hidden_goal=1,styles=0,exits=3'."""
-        head, _, rest = text.partition(":")
-        if head != "procedural":
-            raise ValueError(f"scenario source {text!r}: expected 'procedural[:key=value,...]'")
+        items = parse_items(text, "procedural", (f.name for f in fields(cls)), "procedural[:key=value,...]")
         spec = cls()
-        known = {f.name for f in fields(cls)}
-        for item in filter(None, rest.split(",")):
-            key, eq, val = item.partition("=")
-            if key not in known or not eq:
-                raise ValueError(f"scenario source {text!r}: bad item {item!r}; keys: {', '.join(sorted(known))}")
-            try:
-                if key == "families":
-                    spec.families = tuple(val.split("+"))
-                elif key in ("hidden_goal", "styles"):
-                    setattr(spec, key, val.lower() in ("1", "true", "yes"))
-                else:
-                    setattr(spec, key, int(val))
-            except ValueError as e:
-                raise ValueError(f"scenario source {text!r}: {key}={val!r} is not an integer") from e
+        for key, val in items.items():
+            if key == "families":
+                spec.families = tuple(val.split("+"))
+            elif key in ("hidden_goal", "styles"):
+                setattr(spec, key, as_bool(val))
+            else:
+                setattr(spec, key, as_int(text, key, val))
         return spec
 
     def scenes(self) -> list[Scenario]:
