@@ -29,6 +29,7 @@ from ttlab.drive.sim.grid import RoadGrid
 from ttlab.drive.sim.observe import PARTNER_BASE_DIM, ObsInputs, ObsSettings, ego_features, partner_extra
 
 SRCS = [Path(__file__).with_name("csrc") / name for name in ("observe.c", "contact.c")]
+HEADERS = [Path(__file__).with_name("csrc") / "knn.h"]
 FLAGS = ["-O3", "-std=c99", "-fPIC", "-shared", "-fopenmp", "-fno-math-errno", "-ffp-contract=off"]
 MAX_CANDIDATES = 1024  # observe.c: per-agent road-candidate and nearest-partner buffers
 MAX_COLLISION_CANDIDATES = 64  # contact.c: MAX_KC
@@ -55,7 +56,7 @@ def _compiler() -> str:
 def build() -> Path:
     """Compile csrc/*.c into the cache (if not there yet); returns the shared object's path."""
     cc = _compiler()
-    src = b"".join(p.read_bytes() for p in SRCS)
+    src = b"".join(p.read_bytes() for p in (*SRCS, *HEADERS))
     key = hashlib.sha256(src + " ".join([cc, *FLAGS, platform.machine()]).encode()).hexdigest()[:16]
     out = cache_dir() / f"drive-sim-{key}.so"
     if out.exists():

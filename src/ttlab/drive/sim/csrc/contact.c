@@ -11,6 +11,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "knn.h"
+
 #define SEG_DIM 8
 #define MAX_KC 64
 
@@ -66,15 +68,7 @@ void ttlab_contacts(int64_t E, int64_t A, const float* x, const float* y, const 
             float dx = x[base + j] - xi, dy = y[base + j] - yi;
             float d2 = dx * dx + dy * dy;
             if (d2 > r2) continue;
-            if (m == kc && d2 >= best_d[m - 1]) continue;
-            int64_t p = m < kc ? m++ : kc - 1;
-            while (p > 0 && best_d[p - 1] > d2) {
-                best_d[p] = best_d[p - 1];
-                best_j[p] = best_j[p - 1];
-                p--;
-            }
-            best_d[p] = d2;
-            best_j[p] = j;
+            m = knn_offer(d2, j, best_d, best_j, m, kc);
         }
         for (int64_t q = 0; q < m; q++) {
             int64_t j = base + best_j[q];

@@ -13,6 +13,8 @@
  */
 #include <math.h>
 #include <stdint.h>
+
+#include "knn.h"
 #include <string.h>
 
 #define ROAD_DIM 7
@@ -65,15 +67,7 @@ static void partner_row(int64_t A, int64_t i, const float* x, const float* y, co
         float dx = x[j] - x[i], dy = y[j] - y[i];
         float d2 = dx * dx + dy * dy;
         if (d2 > r2) continue;
-        if (n == k && d2 >= best_d[n - 1]) continue;
-        int64_t p = n < k ? n++ : k - 1;
-        while (p > 0 && best_d[p - 1] > d2) {
-            best_d[p] = best_d[p - 1];
-            best_j[p] = best_j[p - 1];
-            p--;
-        }
-        best_d[p] = d2;
-        best_j[p] = j;
+        n = knn_offer(d2, j, best_d, best_j, n, k);
     }
     for (int64_t q = 0; q < n; q++)
         partner_feat(i, best_j[q], x, y, h, v, len, wid, extra, n_extra, stride, c, s, out + q * pdim);
