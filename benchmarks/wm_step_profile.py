@@ -10,13 +10,13 @@ of 5 frames of 64x64, 128 wide, 6 blocks, bf16 autocast, one thread), on real ba
    a busy machine it gets), each arm its own copy of the same initial weights, each step split into forward+loss,
    backward, grad clip, optimizer and EMA: `eager` (AdamW as a loop of small ops per tensor, the trainer's
    optimizer before `fused_optimizer`), `eager+fused` (AdamW's fused CPU kernel, the trainer's default),
-   `compile` (the trainer's `--compile`: the denoiser's forward through torch.compile) and `compile+fused`; the bf16 matmul peak on the same clock in the same run; share of peak = 3 x forward matmul
-   FLOPs per step / step CPU seconds / peak;
-3. one profiled step of the eager and the compiled arm: share of self time per kind of operation;
+   `compile` (the trainer's `--compile`: the denoiser's forward through torch.compile) and `compile+fused`;
+   with `--autotune` also `autotune+fused` (torch.compile mode max-autotune-no-cudagraphs); the bf16 matmul peak
+   on the same clock in the same run; share of peak = 3 x forward matmul FLOPs per step / step CPU s / peak;
+3. one profiled step of the eager and the compiled arms: share of self time per kind of operation;
 4. the Lightning loop: the trainer's own module and `fit` (bf16-mixed, grad clip, EMA, TensorBoard logging) on
    the same batches, CPU seconds per step against the bare step of the same options: what Lightning adds;
-5. bf16 matmuls at the step's shapes and at wider ones: the share of the peak a matmul alone reaches at K = 128,
-   i.e. the ceiling of this model size.
+5. bf16 matmuls alone at the step's shapes and at wider ones (tokens x D @ D x 4D and back).
 
     python benchmarks/wm_step_profile.py [--steps 6] [--loop-steps 30] [--no-compile] [--width 128] [--out FILE]
 
@@ -103,10 +103,10 @@ def data_cost(ds, batch: int, seed: int, batches: int) -> dict:
 class Arm:
     """One way of running the trainer's step: its own model (same initial weights), optimizer and EMA copy."""
 
-    def __init__(self, init: NanoWM, cfg, obj: Objective, fused: bool, compiled: bool):
+    def __init__(self, init: NanoWM, cfg, obj: Objective, fused: bool, compiled: bool, mode: str = "default"):
         self.model = copy.deepcopy(init)
         self.ema = copy.deepcopy(init).requires_grad_(False)
-        self.net = compile_forward(self.model, 1) if compiled else self.model
+        self.net = compile_forward(self.model, 1, mode) if compiled else self.model
         self.opt = make_optimizer(self.model, replace(cfg, fused_optimizer=fused))
         self.cfg, self.obj, self.step_n = cfg, obj, 0
         self.split = {k: [] for k in SECTIONS}
@@ -204,6 +204,8 @@ def main() -> None:
     ap.add_argument("--loop-steps", type=int, default=30, help="steps of each Lightning loop (0 skips it)")
     ap.add_argument("--data-batches", type=int, default=8, help="batches timed for the loader's cost")
     ap.add_argument("--no-compile", action="store_true", help="leave out the compiled arms")
+    ap.add_argument("--autotune", action="store_true", help="add an arm compiled with mode "
+                    "max-autotune-no-cudagraphs (inductor's own C++ GEMM templates; compiling takes much longer)")
     ap.add_argument("--width", type=int, default=0, help="model width (0 = the evidence configuration's 128)")
     ap.add_argument("--out", default="", help="also write the JSON here")
     args = ap.parse_args()
@@ -232,6 +234,8 @@ def main() -> None:
     compile_s = {}
     if not args.no_compile:
         arms |= {"compile": Arm(init, cfg, obj, False, True), "compile+fused": Arm(init, cfg, obj, True, True)}
+        if args.autotune:
+            arms["autotune+fused"] = Arm(init, cfg, obj, True, True, "max-autotune-no-cudagraphs")
     for name, arm in arms.items():  # warm-up (the compiled arms compile here)
         c0, w0 = time.process_time(), time.perf_counter()
         for b in batches[:2]:
@@ -252,7 +256,7 @@ def main() -> None:
                        "first_two_steps": compile_s[name]}
     b = batches[0]
     profiles = {name: op_shares(lambda arm=arm: arm.step(b["frames"], b["actions"], record=False))
-                for name, arm in arms.items() if name in ("eager", "compile")}
+                for name, arm in arms.items() if name in ("eager", "compile", "autotune+fused")}
     loop = {}
     if args.loop_steps:
         with tempfile.TemporaryDirectory() as tmp:

@@ -151,13 +151,14 @@ def video_grid(gt: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
     return ((img.reshape(C, R * H, Fr * W).float().cpu() + 1) / 2).clamp(0, 1)
 
 
-def compile_forward(model: NanoWM, threads: int):
-    """`torch.compile` (inductor) of the model's forward, compiling with `threads` worker threads (0: its default)."""
+def compile_forward(model: NanoWM, threads: int, mode: str = "default"):
+    """`torch.compile` (inductor, `mode`) of the model's forward, compiling with `threads` worker threads (0: its
+    default)."""
     import torch._inductor.config as inductor_config  # deferred on purpose: only --compile needs inductor
 
     if threads > 0:
         inductor_config.compile_threads = threads
-    return torch.compile(model.forward)
+    return torch.compile(model.forward, mode=mode)
 
 
 def make_optimizer(model: NanoWM, cfg: TrainConfig) -> torch.optim.AdamW:
