@@ -44,6 +44,7 @@ from torch.utils.data import DataLoader
 
 from ttlab.common.data import repo_relative
 from ttlab.common.result_file import emit_result
+from ttlab.worldmodel.data.pusht import generate_pusht
 from ttlab.worldmodel.diffusion import Objective
 from ttlab.worldmodel.distributed import GlobalBatchSampler, global_draws
 from ttlab.worldmodel.model import NanoWM, forward_flops
@@ -200,6 +201,8 @@ def matmul_shapes(peak: float, widths: tuple[int, ...], tokens: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="data/pusht64_smooth")
+    ap.add_argument("--episodes", type=int, default=0, help="generate this many PushT episodes into --data when it "
+                    "is missing (0: refuse)")
     ap.add_argument("--steps", type=int, default=6, help="timed steps of each arm (alternating)")
     ap.add_argument("--loop-steps", type=int, default=30, help="steps of each Lightning loop (0 skips it)")
     ap.add_argument("--data-batches", type=int, default=8, help="batches timed for the loader's cost")
@@ -214,11 +217,13 @@ def main() -> None:
     if args.steps < 1 or args.loop_steps < 0 or args.data_batches < 1:
         raise SystemExit(f"wm_step_profile: --steps {args.steps} and --data-batches {args.data_batches} must be >= 1, "
                          f"--loop-steps {args.loop_steps} >= 0")
-    if not (Path(args.data) / "states.pth").exists():
-        raise SystemExit(f"wm_step_profile: --data {args.data} is not a PushT dataset (no states.pth); "
-                         "make one with `ttlab wm data pusht`")
     torch.set_num_threads(1)
     t_start, load_before = time.perf_counter(), os.getloadavg()
+    if not (Path(args.data) / "states.pth").exists():
+        if args.episodes <= 0:
+            raise SystemExit(f"wm_step_profile: --data {args.data} is not a PushT dataset (no states.pth); "
+                             "make one with `ttlab wm data pusht` or pass --episodes N")
+        generate_pusht(Path(args.data), args.episodes, 64, 150, workers=1, seed=0, show_progress=False)
     cfg = evidence_config(args.data, args.width)
     train_ds, _ = build_datasets(cfg, None)
     model_cfg = build_model_config(cfg, tuple(train_ds[0]["frames"].shape[1:]), train_ds.action_dim,
