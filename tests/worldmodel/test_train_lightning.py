@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -147,3 +148,33 @@ def test_time_budget_anneals_over_elapsed_time_stops_and_resumes_its_clock():
     resumed.on_train_batch_start(trainer, module, None, 0)
     resumed.on_train_batch_end(trainer, module, None, None, 0)
     assert trainer.should_stop and group["lr"] < 0.01
+
+
+def test_bf16_gradient_clip_works_with_the_fused_optimizer_and_clips_to_the_norm():
+    import lightning as L
+
+    from ttlab.worldmodel.model import size_config
+    from ttlab.worldmodel.train import WorldModelModule
+
+    mod = WorldModelModule(replace(debug(), fused_optimizer=True), size_config("tiny"))
+    opt = mod.configure_optimizers()["optimizer"]
+    assert opt.defaults["fused"]  # the fused CPU kernel was asked for
+    mod.trainer = L.Trainer(accelerator="cpu", precision="bf16-mixed", logger=False, enable_progress_bar=False)
+    for p in mod.model.parameters():
+        p.grad = torch.full_like(p, 3.0)
+    with pytest.raises(RuntimeError, match="fused"):  # what Lightning's own clipping does with a fused optimizer
+        mod.clip_gradients(opt, gradient_clip_val=1.0)
+    mod.configure_gradient_clipping(opt, gradient_clip_val=1.0)
+    norm = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in mod.model.parameters()]))
+    assert norm == pytest.approx(1.0, rel=1e-4)
+    assert all(p.grad is None for p in mod.ema.parameters())  # the EMA copy is not part of the clip
+
+
+def test_fused_optimizer_training_matches_the_default_optimizer(tmp_path):
+    curves = {}
+    for fused in (False, True):
+        out = train(replace(debug(), max_steps=4, fused_optimizer=fused, root=str(tmp_path), run_name=f"f{fused}",
+                            log_every=1, val_every=10**9))
+        curves[fused] = [loss for _, loss in out["loss_curve"]]
+    assert len(curves[True]) == 4
+    np.testing.assert_allclose(curves[True], curves[False], rtol=1e-3)

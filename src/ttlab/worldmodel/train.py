@@ -151,13 +151,24 @@ def video_grid(gt: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
     return ((img.reshape(C, R * H, Fr * W).float().cpu() + 1) / 2).clamp(0, 1)
 
 
-def compile_forward(model: NanoWM, threads: int):
-    """`torch.compile` (inductor) of the model's forward, compiling with `threads` worker threads (0: its default)."""
+def compile_forward(model: NanoWM, threads: int, mode: str = "default"):
+    """`torch.compile` (inductor, `mode`) of the model's forward, compiling with `threads` worker threads (0: its
+    default)."""
     import torch._inductor.config as inductor_config  # deferred on purpose: only --compile needs inductor
 
     if threads > 0:
         inductor_config.compile_threads = threads
-    return torch.compile(model.forward)
+    return torch.compile(model.forward, mode=mode)
+
+
+def make_optimizer(model: NanoWM, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW without weight decay on biases, norms and embeddings; the fused kernel on CUDA, or with
+    `fused_optimizer`."""
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2 and "embed" not in n]
+    no_decay = [p for n, p in model.named_parameters() if not (p.ndim >= 2 and "embed" not in n)]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}], lr=cfg.lr, betas=(0.9, 0.99),
+                             fused=cfg.fused_optimizer or torch.cuda.is_available())
 
 
 class WorldModelModule(L.LightningModule):
@@ -200,13 +211,17 @@ class WorldModelModule(L.LightningModule):
         ema_p = list(self.ema.parameters())
         torch._foreach_lerp_(ema_p, [p.detach() for p in self.model.parameters()], 1 - decay)
 
+    def configure_gradient_clipping(self, optimizer, gradient_clip_val=None, gradient_clip_algorithm=None) -> None:
+        # bf16 and fp32 have no loss scaler, so the gradients are final here and a fused AdamW can be clipped too
+        # (Lightning refuses to clip for any fused optimizer, assuming it unscales fp16 gradients itself)
+        if gradient_clip_val and getattr(self.trainer.precision_plugin, "scaler", None) is None:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), gradient_clip_val)
+        else:
+            super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+
     def configure_optimizers(self):
         c = self.cfg
-        decay = [p for n, p in self.model.named_parameters() if p.ndim >= 2 and "embed" not in n]
-        no_decay = [p for n, p in self.model.named_parameters() if not (p.ndim >= 2 and "embed" not in n)]
-        opt = torch.optim.AdamW([{"params": decay, "weight_decay": c.weight_decay},
-                                 {"params": no_decay, "weight_decay": 0.0}], lr=c.lr, betas=(0.9, 0.99),
-                                fused=torch.cuda.is_available())
+        opt = make_optimizer(self.model, c)
         if c.budget_minutes > 0:  # the LR is set from the elapsed time by `TimeBudget`
             return opt
         sched = torch.optim.lr_scheduler.LambdaLR(
