@@ -55,6 +55,17 @@ def cpu_smollm2_blocks() -> TrainConfig:
     return cfg
 
 
+def cpu_smollm2_blocks_rs() -> TrainConfig:
+    """`cpu_smollm2_blocks` with a rejection-sampled warm start: the SFT imitates only the best quarter (by verified
+    C5) of 448 random-blocks programs scored once each from the first root of the TUNING seed 0 (`warm_pool.py`;
+    the evaluation seeds never enter it), 64 prompts x 8 programs, so the frozen model's prior favours the block
+    choices that scored, and TTT starts from there (docs/notes/discover-llm8.md)."""
+    cfg = cpu_smollm2_blocks()
+    cfg.warm = WarmStartConfig(groups=64, per_group=8, lr=3e-3, cosine=True, bf16=True, top_frac=0.25, pool=448,
+                               pool_seed=0)
+    return cfg
+
+
 def debug_blocks() -> TrainConfig:
     """Seconds on CPU with a tiny model (--model DIR): the blocks format, 1 state x 4 rollouts of 32 tokens, a 2-group
     warm start on the blocks grammar, HF sampling."""
@@ -85,5 +96,6 @@ def paper() -> TrainConfig:
 
 
 TRAIN_PRESETS = {"debug": debug, "debug_blocks": debug_blocks, "cpu_smollm2": cpu_smollm2,
-                 "cpu_smollm2_blocks": cpu_smollm2_blocks, "one_gpu_1p5b": one_gpu_1p5b, "one_gpu_8b": one_gpu_8b,
+                 "cpu_smollm2_blocks": cpu_smollm2_blocks,
+                 "cpu_smollm2_blocks_rs": cpu_smollm2_blocks_rs, "one_gpu_1p5b": one_gpu_1p5b, "one_gpu_8b": one_gpu_8b,
                  "paper": paper}
