@@ -166,6 +166,13 @@ def earlier_runs(args, seeds: list[int], arms: list[str]) -> dict[tuple[int, str
     return found
 
 
+def set_aside(args, seed: int, arm: str) -> None:
+    """`--resume` reruns an incomplete arm from step 0: its old run directory is renamed (kept, not mixed in)."""
+    d = Path(args.runs) / "discover" / f"ttt_{arm}_{args.tag}_s{seed}"
+    if d.exists():
+        d.rename(d.with_name(f"{d.name}.cut-{time.strftime('%Y%m%d_%H%M%S')}"))
+
+
 def equal_evaluations(runs: dict) -> dict:
     """Per seed, the arms cut to the steps every arm of that seed reached (the comparison is at equal sandbox
     evaluations even when a run was cut short)."""
@@ -344,6 +351,9 @@ def main() -> None:
     for (s, a), r in kept.items():
         runs[str(s)][a] = r
     jobs = [] if args.collect else [(s, a) for s in seeds for a in arms if (s, a) not in kept]
+    if args.resume:
+        for s, a in jobs:
+            set_aside(args, s, a)
     prev = json.loads(Path(args.out).read_text()) if args.resume and Path(args.out).is_file() else {}
     warm_info, boots = warm(args, seeds, bool(llm)) if jobs else (prev.get("warm_start", {}), {})
     if args.jobs <= 0:
