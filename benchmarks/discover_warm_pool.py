@@ -52,9 +52,9 @@ def features(ch: dict) -> dict[str, str]:
     return f
 
 
-def choice_table(pool: list[dict]) -> dict:
-    """Per feature and value: count, mean percentile (0 = best), mean C5; features sorted by their spread."""
-    pct = ranks(pool) / max(1, len(pool) - 1)  # (N,)
+def choice_table(pool: list[dict], field: str = "c5") -> dict:
+    """Per feature and value: count, mean percentile by `field` (0 = best), mean C5; features sorted by spread."""
+    pct = ranks(pool, field) / max(1, len(pool) - 1)  # (N,)
     table: dict[str, dict] = {}
     for i, p in enumerate(pool):
         for k, v in features(p["choices"]).items():
@@ -62,12 +62,28 @@ def choice_table(pool: list[dict]) -> dict:
     out = {}
     for k, vals in table.items():
         rows = {v: {"n": len(ix), "mean_pct": round(float(pct[ix].mean()), 3),
-                    "mean_c5": (float(np.mean([pool[i]["c5"] for i in ix if pool[i]["c5"] is not None]))
-                                if any(pool[i]["c5"] is not None for i in ix) else None)}
+                    "mean_c5": (float(np.mean([pool[i][field] for i in ix if pool[i][field] is not None]))
+                                if any(pool[i][field] is not None for i in ix) else None)}
                 for v, ix in sorted(vals.items())}
         big = [r["mean_pct"] for r in rows.values() if r["n"] >= 8]
         out[k] = {"spread": round(max(big) - min(big), 3) if len(big) > 1 else 0.0, "values": rows}
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["spread"]))
+
+
+def refined_summary(pool: list[dict]) -> dict:
+    """The pool from the refined parent: its C5 quantiles, the rank correlation with the root's scores, how much the
+    two top quartiles overlap, and the choices' mean percentiles from the refined parent."""
+    both = [(p["c5"], p["c5_refined"]) for p in pool if p["c5"] is not None and p["c5_refined"] is not None]
+    v = np.array([p["c5_refined"] for p in pool if p["c5_refined"] is not None])
+    k = int(np.ceil(0.25 * len(pool)))
+    top_root, top_ref = set(np.argsort(ranks(pool))[:k].tolist()), set(np.argsort(ranks(pool, "c5_refined"))[:k].tolist())
+    return {"parent_index": pool[0].get("refined_parent"), "parent_c5": pool[0].get("refined_parent_c5"),
+            "valid_rate": float(v.size / len(pool)),
+            "c5": {"best": float(v.min()), "q10": float(np.quantile(v, 0.1)), "q25": float(np.quantile(v, 0.25)),
+                   "median": float(np.median(v)), "worst": float(v.max())},
+            "spearman_root_vs_refined": spearman(*map(np.array, zip(*both, strict=True))),
+            "top_quartile_overlap": len(top_root & top_ref) / k,
+            "choices": choice_table(pool, "c5_refined")}
 
 
 def plot(res: dict, path: Path) -> None:
@@ -110,26 +126,28 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pool", type=int, default=320, help="random-blocks programs in the pool")
     ap.add_argument("--seed", type=int, default=0, help="the tuning seed (its first root is every program's parent)")
-    ap.add_argument("--tail", type=float, default=0.1, help="fraction re-scored at each end of the pool")
+    ap.add_argument("--tail", type=float, default=0.1, help="fraction re-scored at each end of the pool (0: none)")
+    ap.add_argument("--refined", action="store_true",
+                    help="also score every program from a refined parent (the pool's best program's construction)")
     ap.add_argument("--budget-s", type=float, default=2.0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out")
     ap.add_argument("--png")
     args = ap.parse_args()
-    if args.pool < 10 or not 0.0 < args.tail <= 0.5:
-        raise SystemExit(f"--pool {args.pool} / --tail {args.tail}: need a pool of >= 10 and a tail in (0, 0.5]")
+    if args.pool < 10 or not 0.0 <= args.tail <= 0.5:
+        raise SystemExit(f"--pool {args.pool} / --tail {args.tail}: need a pool of >= 10 and a tail in [0, 0.5]")
     t0, load0 = time.time(), os.getloadavg()
     cfg = WarmStartConfig(top_frac=0.25, pool=args.pool, pool_seed=args.seed, pool_budget_s=args.budget_s,
-                          pool_workers=args.workers)
+                          pool_workers=args.workers, pool_refined=args.refined)
     pool = cached_pool(cfg, log=lambda s: print(s, flush=True))
     t_pool = time.time() - t0
     r = ranks(pool)
-    k = max(1, int(round(args.tail * len(pool))))
+    k = int(round(args.tail * len(pool)))
     valid = [i for i in np.argsort(r) if pool[i]["c5"] is not None]
     top, bottom = valid[:k], valid[-k:]
     ix = top + bottom
     re = score([pool[i]["code"] for i in ix], tuning_root(args.seed), [5000 + int(i) for i in ix], args.budget_s,
-               cfg.pool_clock, args.workers, log=lambda s: print(s, flush=True))
+               cfg.pool_clock, args.workers, log=lambda s: print(s, flush=True)) if ix else []
     rescore = [{"index": int(i), "tail": "top" if j < k else "bottom", "c5_first": pool[i]["c5"], **x}
                for j, (i, x) in enumerate(zip(ix, re, strict=True))]
     c5 = np.array([p["c5"] for p in pool if p["c5"] is not None])  # (V,)
@@ -138,6 +156,8 @@ def main() -> None:
     def tail_stats(name: str) -> dict:
         v = [x["c5"] for x in rescore if x["tail"] == name and x["c5"] is not None]
         first = [x["c5_first"] for x in rescore if x["tail"] == name]
+        if not first:
+            return {"n": 0}
         return {"n": len(first), "valid_rescore": len(v), "first_median": float(np.median(first)),
                 "rescore_median": float(np.median(v)) if v else None,
                 "rescore_pct_in_pool_median": float(np.median([(c5 < x).mean() for x in v])) if v else None,
@@ -161,8 +181,9 @@ def main() -> None:
            "pool_c5": {"best": float(c5.min()), "q10": float(np.quantile(c5, 0.1)), "q25": q25, "median": med,
                        "q75": float(np.quantile(c5, 0.75)), "worst": float(c5.max()), "mean": float(c5.mean())},
            "rescore_summary": summ, "choices": choice_table(pool), "rescore": rescore,
+           "refined": refined_summary(pool) if args.refined else None,
            "programs": [{k2: p[k2] for k2 in ("code", "choices", "seed", "c5", "status", "work_s", "cpu_s", "wall_s",
-                                                "wall_stops") if k2 in p} for p in pool],
+                                                "wall_stops", "c5_refined") if k2 in p} for p in pool],
            "pool_wall_s": round(t_pool, 1),
            "commit": subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
            "dirty": bool(subprocess.run([*git, "status", "--porcelain", "src"], capture_output=True, text=True).stdout),

@@ -243,6 +243,10 @@ class WarmStartConfig:
     """With a filter: the pool programs' clock (work: scores independent of the load)."""
     pool_workers: int = 2
     """With a filter: sandbox workers scoring the pool."""
+    pool_refined: bool = False
+    """With a filter: also score every pool program from a refined parent (the construction of the pool's best
+    program) and draw the completions of child prompts (a parent program shown) from the programs best from it;
+    root prompts keep the programs best from the root."""
 
 
 @dataclass

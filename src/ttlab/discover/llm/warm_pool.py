@@ -20,7 +20,7 @@ import hashlib
 import inspect
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 
@@ -32,7 +32,8 @@ from ttlab.discover.llm.models import cache_root
 from ttlab.discover.sandbox import Job, Limits, SandboxPool
 from ttlab.discover.tasks import get_task
 
-POOL_FIELDS = ("top_frac", "rest_weight", "pool", "pool_seed", "pool_budget_s", "pool_clock", "pool_workers")
+POOL_FIELDS = ("top_frac", "rest_weight", "pool", "pool_seed", "pool_budget_s", "pool_clock", "pool_workers",
+               "pool_refined")
 """The WarmStartConfig fields of the filter; they enter a warm start's key only when the filter is on."""
 
 
@@ -63,11 +64,12 @@ def key_fields(cfg: WarmStartConfig) -> dict:
 
 
 def pool_key(cfg: WarmStartConfig) -> str:
-    """The pool's cache key: its size, seed, budget, clock, and the sources that decide a program's score."""
-    key = json.dumps({"pool": cfg.pool, "seed": cfg.pool_seed, "budget_s": cfg.pool_budget_s, "clock": cfg.pool_clock,
-                      "grammar": inspect.getsource(random_blocks), "blocks": inspect.getsource(erdos_blocks)},
-                     sort_keys=True)
-    return hashlib.sha1(key.encode()).hexdigest()[:12]
+    """The pool's cache key: its size, seed, budget, clock, parents, and the sources that decide a program's score."""
+    d = {"pool": cfg.pool, "seed": cfg.pool_seed, "budget_s": cfg.pool_budget_s, "clock": cfg.pool_clock,
+         "grammar": inspect.getsource(random_blocks), "blocks": inspect.getsource(erdos_blocks)}
+    if cfg.pool_refined:
+        d["refined"] = True  # (absent otherwise: a root-only pool keeps its key)
+    return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def tuning_root(seed: int) -> np.ndarray:
@@ -111,13 +113,43 @@ def build_pool(cfg: WarmStartConfig, log=print) -> list[dict]:
     return [{"code": c, "choices": ch, "seed": s, **r} for (c, ch), s, r in zip(progs, seeds, res, strict=True)]
 
 
+def refined_parent(pool: list[dict], cfg: WarmStartConfig) -> tuple[np.ndarray, int]:
+    """(construction, index): the root pool's best program run again from the root with its seed (the work clock
+    makes the run repeat the pool's), its output rescaled as the verifier does."""
+    i = int(np.argmin(ranks(pool)))
+    task = get_task("erdos")
+    limits = Limits(wall_s=clock_wall_factor(cfg.pool_clock) * cfg.pool_budget_s + 5.0, memory_mb=2048)
+    with SandboxPool(1, limits) as sp:
+        sr = sp.submit(Job(with_blocks(pool[i]["code"], cfg.pool_clock), tuning_root(cfg.pool_seed), cfg.pool_budget_s,
+                           seed=int(pool[i]["seed"]))).result()
+    vr = task.verify(sr.output, sr.reported_score) if sr.ok else None
+    if vr is None or not vr.valid:
+        raise RuntimeError(f"warm pool: the best program ({i}) did not run again ({sr.status})")
+    return np.asarray(vr.construction, dtype=np.float64), i
+
+
+def add_refined(pool: list[dict], cfg: WarmStartConfig, log=print) -> list[dict]:
+    """The pool with every program also scored from `refined_parent` (`c5_refined`, same program seeds)."""
+    parent, i = refined_parent(pool, cfg)
+    c5 = get_task("erdos").verify(parent).score
+    log(f"warm pool: scoring {len(pool)} programs again from the refined parent (program {i}'s output, C5 {c5:.6f})")
+    res = score([p["code"] for p in pool], parent, [p["seed"] for p in pool], cfg.pool_budget_s, cfg.pool_clock,
+                cfg.pool_workers, log=log)
+    return [{**p, "c5_refined": r["c5"], "refined_parent": i, "refined_parent_c5": c5} for p, r in zip(pool, res, strict=True)]
+
+
 def cached_pool(cfg: WarmStartConfig, log=print) -> list[dict]:
-    """The scored pool of `cfg`, from the cache or scored now (and cached)."""
+    """The scored pool of `cfg`, from the cache or scored now (and cached); a refined pool starts from the cached
+    root-only pool of the same settings."""
     check(cfg)
     path = cache_root() / "warmpool" / f"{pool_key(cfg)}.json"
     if path.is_file():
         log(f"warm pool: loaded {path}")
         return json.loads(path.read_text())["programs"]
+    if cfg.pool_refined:
+        progs = add_refined(cached_pool(replace(cfg, pool_refined=False), log), cfg, log)
+        atomic_write_text(path, json.dumps({"key": pool_key(cfg), "programs": progs}))
+        return progs
     log(f"warm pool: scoring {cfg.pool} random-blocks programs on the tuning seed {cfg.pool_seed}")
     progs = build_pool(cfg, log)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,23 +157,25 @@ def cached_pool(cfg: WarmStartConfig, log=print) -> list[dict]:
     return progs
 
 
-def ranks(pool: list[dict]) -> np.ndarray:
-    """Each program's rank by C5 (0 = best; invalid programs after every valid one, in pool order)."""
-    c5 = np.array([p["c5"] if p["c5"] is not None else np.inf for p in pool])  # (N,)
+def ranks(pool: list[dict], field: str = "c5") -> np.ndarray:
+    """Each program's rank by `field` (C5 from the root, or `c5_refined`; 0 = best; invalid programs after every
+    valid one, in pool order)."""
+    c5 = np.array([p[field] if p[field] is not None else np.inf for p in pool])  # (N,)
     order = np.argsort(c5, kind="stable")
     r = np.empty(len(pool), dtype=np.int64)
     r[order] = np.arange(len(pool))
     return r
 
 
-def select(pool: list[dict], top_frac: float, rest_weight: float = 0.0) -> tuple[list[str], np.ndarray]:
-    """(codes, weights): the valid programs with weight 1 for the best ceil(top_frac * N) by C5 and `rest_weight`
-    for the other valid ones (programs of weight 0 are dropped)."""
-    r = ranks(pool)
+def select(pool: list[dict], top_frac: float, rest_weight: float = 0.0, field: str = "c5"
+           ) -> tuple[list[str], np.ndarray]:
+    """(codes, weights): the valid programs with weight 1 for the best ceil(top_frac * N) by `field` and
+    `rest_weight` for the other valid ones (programs of weight 0 are dropped)."""
+    r = ranks(pool, field)
     k = int(np.ceil(top_frac * len(pool)))
     codes, w = [], []
     for p, rk in zip(pool, r, strict=True):
-        if p["c5"] is None:
+        if p[field] is None:
             continue
         wt = 1.0 if rk < k else rest_weight
         if wt > 0:

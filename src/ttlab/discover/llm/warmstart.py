@@ -95,34 +95,39 @@ def blocks_examples(cfg: WarmStartConfig, log=print) -> list[tuple[str, list[str
     """The blocks corpus: blocks prompts (a root, or a block program as the parent) with block programs as
     completions (the answer prefix `BLOCKS_HEAD` is given, so it is cut from each). The programs are fresh
     grammar draws, or with a filter (`top_frac` < 1) draws from the scored pool's best (`warm_pool.select`,
-    by weight, distinct within a prompt when the pool allows)."""
+    by weight, distinct within a prompt when the pool allows): best from the root for a root prompt, and with
+    `pool_refined` best from a refined parent for a child prompt (its shown parent is one of those too)."""
     task = get_task("erdos")
     rng = np.random.default_rng(cfg.seed)
     if warm_pool.filtered(cfg):
-        codes, w = warm_pool.select(warm_pool.cached_pool(cfg, log), cfg.top_frac, cfg.rest_weight)
-        p = w / w.sum()  # (K,)
+        pool = warm_pool.cached_pool(cfg, log)
+        kept = {"root": warm_pool.select(pool, cfg.top_frac, cfg.rest_weight)}
+        kept["child"] = (warm_pool.select(pool, cfg.top_frac, cfg.rest_weight, "c5_refined") if cfg.pool_refined
+                         else kept["root"])
 
-        def program() -> str:
-            return codes[int(rng.choice(len(codes), p=p))]
+        def program(kind: str = "child") -> str:
+            codes, w = kept[kind]
+            return codes[int(rng.choice(len(codes), p=w / w.sum()))]
 
-        def programs(n: int) -> list[str]:
-            ix = rng.choice(len(codes), size=n, replace=int((p > 0).sum()) < n, p=p)
+        def programs(n: int, kind: str) -> list[str]:
+            codes, w = kept[kind]
+            ix = rng.choice(len(codes), size=n, replace=int((w > 0).sum()) < n, p=w / w.sum())
             return [codes[int(i)] for i in ix]
     else:
-        def program() -> str:
+        def program(kind: str = "child") -> str:
             return random_blocks.random_program(rng)[0]
 
-        def programs(n: int) -> list[str]:
+        def programs(n: int, kind: str) -> list[str]:
             return [program() for _ in range(n)]
     out = []
     for _ in range(cfg.groups):
         if rng.random() < cfg.root_frac:
-            parent, score = "", float(rng.uniform(0.40, 0.49))
+            kind, parent, score = "root", "", float(rng.uniform(0.40, 0.49))
         else:
-            parent, score = program(), float(rng.uniform(0.3809, 0.40))
+            kind, parent, score = "child", program(), float(rng.uniform(0.3809, 0.40))
         prompt = build_blocks_prompt(task, PromptState(code=parent, score=score))
         comps = []
-        for code in programs(cfg.per_group):
+        for code in programs(cfg.per_group, kind):
             assert code.startswith(BLOCKS_HEAD)
             comps.append(code[len(BLOCKS_HEAD):] + "```")
         out.append((prompt, comps))
