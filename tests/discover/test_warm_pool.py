@@ -94,3 +94,18 @@ def test_the_pool_is_scored_in_the_sandbox_once_then_loaded_from_the_cache(tmp_p
     assert (tmp_path / "warmpool" / f"{warm_pool.pool_key(cfg)}.json").is_file()
     monkeypatch.setattr(warm_pool, "build_pool", lambda *a, **k: pytest.fail("scored again"))
     assert warm_pool.cached_pool(cfg, log=lambda *_: None) == json.loads(json.dumps(pool))
+
+
+def test_a_refined_pool_trains_child_prompts_on_the_programs_best_from_the_refined_parent(monkeypatch):
+    pool = _pool([0.3811, 0.3812, 0.3830, 0.3840, 0.3850, 0.3860])
+    for p, r in zip(pool, [0.3900, 0.3901, 0.3810, 0.3811, 0.3902, 0.3903], strict=True):
+        p["c5_refined"] = r
+    monkeypatch.setattr(warm_pool, "cached_pool", lambda cfg, log=print: pool)
+    cfg = WarmStartConfig(groups=20, per_group=2, top_frac=1 / 3, pool_refined=True, root_frac=0.5)
+    body = {i: pool[i]["code"][len(BLOCKS_HEAD):] + "```" for i in range(6)}
+    data = sft_examples(cfg, prompt_format="blocks")
+    roots = [cs for prompt, cs in data if not any(b[:-3] in prompt for b in body.values())]
+    children = [cs for prompt, cs in data if any(b[:-3] in prompt for b in body.values())]
+    assert roots and children
+    assert all(set(cs) == {body[0], body[1]} for cs in roots)  # best from the root
+    assert all(set(cs) == {body[2], body[3]} for cs in children)  # best from the refined parent

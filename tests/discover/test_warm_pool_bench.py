@@ -34,6 +34,14 @@ def test_the_pool_benchmark_rescores_both_tails_with_new_seeds(tmp_path):
     assert all(r["c5_first"] == res["programs"][r["index"]]["c5"] for r in res["rescore"])
     assert "start" in res["choices"] and str(ROOT) not in out.read_text()
 
+    # the same pool again from a refined parent: the pool's best construction, rebuilt bitwise by its program
+    p = _run("discover_warm_pool.py", "--pool", "10", "--tail", "0", "--refined", "--budget-s", "0.3", "--out",
+             str(out), env={"TTLAB_CACHE": str(tmp_path / "cache")})
+    assert p.returncode == 0, p.stderr[-2000:]
+    ref = json.loads(out.read_text())["refined"]
+    assert ref["parent_c5"] == min(x["c5"] for x in res["programs"] if x["c5"] is not None)
+    assert 0 <= ref["top_quartile_overlap"] <= 1 and "start" in ref["choices"]
+
 
 def test_the_gate_refuses_an_unknown_or_unbuilt_or_non_blocks_preset_before_any_work(tmp_path):
     env = {"TTLAB_CACHE": str(tmp_path / "cache")}

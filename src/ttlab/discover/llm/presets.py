@@ -57,12 +57,14 @@ def cpu_smollm2_blocks() -> TrainConfig:
 
 def cpu_smollm2_blocks_rs() -> TrainConfig:
     """`cpu_smollm2_blocks` with a rejection-sampled warm start: the SFT imitates only the best quarter (by verified
-    C5) of 448 random-blocks programs scored once each from the first root of the TUNING seed 0 (`warm_pool.py`;
-    the evaluation seeds never enter it), 64 prompts x 8 programs, so the frozen model's prior favours the block
-    choices that scored, and TTT starts from there (docs/notes/discover-llm8.md)."""
+    C5) of 448 random-blocks programs, each scored on the TUNING seed 0 only (`warm_pool.py`; the evaluation seeds
+    never enter it) from its first root and again from a refined parent (the pool's best construction): root
+    prompts get programs best from the root, child prompts programs best from the refined parent. 64 prompts x 8
+    programs, so the frozen model's prior favours the block choices that scored, and TTT starts from there
+    (docs/notes/discover-llm8.md)."""
     cfg = cpu_smollm2_blocks()
     cfg.warm = WarmStartConfig(groups=64, per_group=8, lr=3e-3, cosine=True, bf16=True, top_frac=0.25, pool=448,
-                               pool_seed=0)
+                               pool_seed=0, pool_refined=True)
     return cfg
 
 
