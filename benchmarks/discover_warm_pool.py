@@ -144,7 +144,7 @@ def main() -> None:
     r = ranks(pool)
     k = int(round(args.tail * len(pool)))
     valid = [i for i in np.argsort(r) if pool[i]["c5"] is not None]
-    top, bottom = valid[:k], valid[-k:]
+    top, bottom = valid[:k], (valid[-k:] if k else [])
     ix = top + bottom
     re = score([pool[i]["code"] for i in ix], tuning_root(args.seed), [5000 + int(i) for i in ix], args.budget_s,
                cfg.pool_clock, args.workers, log=lambda s: print(s, flush=True)) if ix else []
