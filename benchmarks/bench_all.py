@@ -91,6 +91,9 @@ def quick_commands(out: Path) -> dict[str, list[str]]:
         "discover_program_noise": ["benchmarks/discover_program_noise.py", "--programs", "0", "--random", "2",
                                    "--budget-s", "0.5", "--out", str(out / "discover_program_noise" / "noise.json"),
                                    "--png", str(out / "discover_program_noise" / "noise.png")],
+        "discover_warm_pool": ["benchmarks/discover_warm_pool.py", "--pool", "10", "--tail", "0.2", "--budget-s", "0.3",
+                               "--out", str(out / "discover_warm_pool" / "pool.json"),
+                               "--png", str(out / "discover_warm_pool" / "pool.png")],
     }
 
 

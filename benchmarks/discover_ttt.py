@@ -122,14 +122,65 @@ def run_arm(args, arm: str, seed: int, out: Path | None = None) -> dict:
     if arm == "random_blocks":
         res = random_arm(preset_config(args, seed), seed, f"ttt_random_blocks_{args.tag}_s{seed}", str(Path(args.runs)),
                          wall, lambda rows: save({"arm": arm, "seed": seed, "steps": rows}))
+        res["complete"] = True
         save(res)
         return res
     cfg = config(args, arm, seed)
     tr = Trainer(cfg, log=lambda s: print(f"[{arm} s{seed}] {s}", flush=True))
     res = {"arm": arm, "seed": seed, "steps": [], "warm": tr.warm_info}
     res["steps"] = trainer_steps(tr, cfg, f"{arm} s{seed}", wall, lambda rows: save({**res, "steps": rows}))
+    res["complete"] = True  # ran to --steps or to the wall budget (a killed arm's file lacks this)
     save(res)
     return res
+
+
+def complete(run: dict | None, steps: int) -> bool:
+    """An arm/seed result that needs no rerun: it ended on its own (to --steps or the wall budget), or (a file
+    written before completion was recorded) it holds --steps rows."""
+    return bool(run) and (bool(run.get("complete")) or len(run.get("steps", [])) >= steps)
+
+
+def arm_file(args, seed: int, arm: str) -> Path:
+    """Where an arm process writes its rows (after every step) when the arms run as processes."""
+    return Path(args.runs) / f"ttt_{arm}_{args.tag}_s{seed}.json"
+
+
+def earlier_runs(args, seeds: list[int], arms: list[str]) -> dict[tuple[int, str], dict]:
+    """`--resume`: the arm/seed results already there, from the --out JSON of an earlier run (same tag) and from
+    this tag's arm files (the newer wins); each marked complete or not."""
+    found: dict[tuple[int, str], dict] = {}
+    if Path(args.out).is_file():
+        prev = json.loads(Path(args.out).read_text())
+        for s in seeds:
+            for a in arms:
+                r = prev.get("runs", {}).get(str(s), {}).get(a)
+                if r and r.get("steps"):
+                    found[(s, a)] = r
+    for s in seeds:
+        for a in arms:
+            f = arm_file(args, s, a)
+            if f.is_file():
+                r = json.loads(f.read_text())
+                if len(r.get("steps", [])) >= len(found.get((s, a), {}).get("steps", [])):
+                    found[(s, a)] = r
+    return found
+
+
+def set_aside(args, seed: int, arm: str) -> None:
+    """`--resume` reruns an incomplete arm from step 0: its old run directory is renamed (kept, not mixed in)."""
+    d = Path(args.runs) / "discover" / f"ttt_{arm}_{args.tag}_s{seed}"
+    if d.exists():
+        d.rename(d.with_name(f"{d.name}.cut-{time.strftime('%Y%m%d_%H%M%S')}"))
+
+
+def equal_evaluations(runs: dict) -> dict:
+    """Per seed, the arms cut to the steps every arm of that seed reached (the comparison is at equal sandbox
+    evaluations even when a run was cut short)."""
+    out = {}
+    for seed, arms_ in runs.items():
+        n = min((len(r.get("steps", [])) for r in arms_.values()), default=0)
+        out[seed] = {a: r.get("steps", [])[:n] for a, r in arms_.items()}
+    return out
 
 
 def warm(args, seeds: list[int], llm_arms: bool) -> tuple[dict, dict]:
@@ -257,6 +308,10 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "discover_ttt" / "discover_ttt.json"))
     ap.add_argument("--png", default=str(ROOT / "runs" / "bench" / "discover_ttt" / "discover_ttt.png"))
     ap.add_argument("--plot-only", default="", help="redraw the PNG of an existing result JSON and exit")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the arm/seed pairs already complete (in --out or this --tag's arm files); run the rest")
+    ap.add_argument("--collect", action="store_true",
+                    help="run nothing: write --out from this --tag's arm files as they are (a partial run, labelled)")
     ap.add_argument("--arm", default="", help=argparse.SUPPRESS)
     ap.add_argument("--arm-seed", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--arm-out", default="", help=argparse.SUPPRESS)
@@ -284,14 +339,31 @@ def main() -> None:
     dirty = bool(subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
                                 text=True).stdout.strip())
     llm = [a for a in arms if a != "random_blocks"]
-    warm_info, boots = warm(args, seeds, bool(llm))
+    if (args.resume or args.collect) and args.tag == ap.get_default("tag"):
+        raise SystemExit("--resume / --collect: name the run to continue with --tag")
+    if args.collect and args.jobs <= 0:
+        raise SystemExit("--collect: reads the arm files that --jobs >= 1 writes")
+    done = earlier_runs(args, seeds, arms) if args.resume or args.collect else {}
+    kept = {k: r for k, r in done.items() if complete(r, args.steps)}
+    if kept:
+        print(f"--resume: keeping {', '.join(f'{a} s{s}' for s, a in kept)}", flush=True)
     runs: dict[str, dict] = {str(s): {} for s in seeds}
-    jobs = [(s, a) for s in seeds for a in arms]
+    for (s, a), r in kept.items():
+        runs[str(s)][a] = r
+    jobs = [] if args.collect else [(s, a) for s in seeds for a in arms if (s, a) not in kept]
+    if args.resume:
+        for s, a in jobs:
+            set_aside(args, s, a)
+    prev = json.loads(Path(args.out).read_text()) if args.resume and Path(args.out).is_file() else {}
+    warm_info, boots = warm(args, seeds, bool(llm)) if jobs else (prev.get("warm_start", {}), {})
     if args.jobs <= 0:
         for s, a in jobs:
             runs[str(s)][a] = run_arm(args, a, s)
     else:
-        outs = {(s, a): Path(args.runs) / f"ttt_{a}_{args.tag}_s{s}.json" for s, a in jobs}
+        outs = {(s, a): arm_file(args, s, a) for s, a in jobs}
+        for o in outs.values():
+            if o.exists():
+                o.unlink()  # an incomplete earlier attempt: this arm starts again from step 0
         pending, live = list(jobs), {}
         while pending or live:
             while pending and len(live) < args.jobs:
@@ -306,8 +378,13 @@ def main() -> None:
                     del live[key]
         for (s, a), o in outs.items():
             runs[str(s)][a] = json.loads(o.read_text()) if o.exists() else {"steps": []}
+    if args.collect:
+        for (s, a), r in done.items():
+            runs[str(s)].setdefault(a, r)
+    incomplete = [f"{a} s{s}" for s in seeds for a in arms if not complete(runs[str(s)].get(a), args.steps)]
     c = preset_config(args, seeds[0])
-    summary = {seed: {a: arm_summary(r.get("steps", [])) for a, r in arms_.items()} for seed, arms_ in runs.items()}
+    cut = equal_evaluations(runs)
+    summary = {seed: {a: arm_summary(rows) for a, rows in arms_.items()} for seed, arms_ in cut.items()}
     res = {"benchmark": "discover_ttt", "model": c.policy.model, "task": c.task, "preset": args.preset,
            "prompt_format": c.prompt_format, "sampler": c.policy.backend, "arms": arms, "seeds": seeds,
            "tuning_seed": args.tuning_seed, "steps": args.steps, "lr": c.lr, "temperature": c.policy.temperature,
@@ -319,15 +396,17 @@ def main() -> None:
            "bootstrap": {"steps": args.bootstrap_steps, "temperature": args.bootstrap_temperature,
                          "rows": {str(s): r for s, r in boots.items()},
                          "trees": {str(s): repo_relative(bootstrap_tree(args, s)) for s in boots}},
-           "warm_start": warm_info, "summary": summary, "targets": comparison_targets(summary), "runs": runs,
+           "warm_start": warm_info, "partial": bool(incomplete), "incomplete": incomplete,
+           "summary_note": "each seed's arms compared over the steps all of them reached (equal evaluations)",
+           "summary": summary, "targets": comparison_targets(summary), "runs": runs,
            "commit": subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
            "commit_start": commit0, "dirty_start": dirty, "nproc": os.cpu_count(), "loadavg_start": load0,
            "loadavg_end": os.getloadavg(), "wall_s": round(time.time() - t0, 1)}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1))
     plot(res, Path(args.png))
-    line = {k: res[k] for k in ("benchmark", "preset", "seeds", "steps", "targets", "wall_s", "loadavg_start",
-                                "loadavg_end", "commit")}
+    line = {k: res[k] for k in ("benchmark", "preset", "seeds", "steps", "partial", "incomplete", "targets", "wall_s",
+                                "loadavg_start", "loadavg_end", "commit")}
     line["best_c5"] = {seed: {a: s["best_c5"] for a, s in arms_.items()} for seed, arms_ in summary.items()}
     print(json.dumps(line), flush=True)
 

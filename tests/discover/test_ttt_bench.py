@@ -100,3 +100,47 @@ def test_no_solved_beta_reports_no_cap_fraction():
     for r in rows:
         r["adv/beta_at_cap_frac"] = float("nan")  # every reward equal: no advantage, no beta solved
     assert arm_summary(rows)["steps_beta_at_cap_frac"] is None
+
+
+def test_resume_keeps_complete_arms_and_collect_labels_a_cut_run_partial_at_equal_evaluations(tmp_path):
+    """A run cut by a deadline can be finished: `--resume` keeps the arm/seed pairs already complete in --out and
+    reruns only the rest; `--collect` writes the arm files as they are, marked partial, with each seed's arms
+    compared over the steps all of them reached."""
+    model = make_tiny_model(tmp_path / "tiny")
+    out, runs, env = tmp_path / "r.json", tmp_path / "runs", {"TTLAB_CACHE": str(tmp_path / "cache")}
+    common = ("--preset", "debug_blocks", "--model", str(model), "--arms", "frozen,random_blocks", "--seeds", "1",
+              "--tuning-seed", "0", "--steps", "2", "--runs", str(runs), "--png", str(tmp_path / "r.png"))
+    p = _bench(*common, "--jobs", "0", "--tag", "t", "--out", str(out), env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert res["partial"] is False and res["incomplete"] == []
+    frozen_rows = res["runs"]["1"]["frozen"]["steps"]
+    res["runs"]["1"]["frozen"] = {"arm": "frozen", "seed": 1, "steps": frozen_rows[:1]}  # cut after one step
+    res["runs"]["1"]["random_blocks"]["marker"] = "kept"
+    out.write_text(json.dumps(res))
+
+    p = _bench(*common, "--jobs", "0", "--tag", "t", "--out", str(out), "--resume", env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "keeping random_blocks s1" in p.stdout and "frozen s1" not in p.stdout.split("keeping")[1].splitlines()[0]
+    res = json.loads(out.read_text())
+    assert res["runs"]["1"]["random_blocks"]["marker"] == "kept"  # not rerun
+    assert res["runs"]["1"]["frozen"]["complete"] and len(res["runs"]["1"]["frozen"]["steps"]) == 2  # rerun in full
+    assert res["partial"] is False
+
+    # arm files as a killed run leaves them: random_blocks complete, frozen one step in
+    rb = {**res["runs"]["1"]["random_blocks"], "complete": True}
+    (runs / "ttt_random_blocks_c_s1.json").write_text(json.dumps(rb))
+    (runs / "ttt_frozen_c_s1.json").write_text(json.dumps({"arm": "frozen", "seed": 1, "steps": frozen_rows[:1]}))
+    out2 = tmp_path / "partial.json"
+    p = _bench(*common, "--jobs", "1", "--tag", "c", "--out", str(out2), "--collect", env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res2 = json.loads(out2.read_text())
+    assert res2["partial"] is True and res2["incomplete"] == ["frozen s1"]
+    assert res2["summary"]["1"]["random_blocks"]["steps"] == res2["summary"]["1"]["frozen"]["steps"] == 1
+    assert res2["summary"]["1"]["random_blocks"] == arm_summary(rb["steps"][:1])
+    assert len(res2["runs"]["1"]["random_blocks"]["steps"]) == 2  # the rows themselves are all kept
+
+
+def test_resume_and_collect_need_the_runs_tag():
+    p = _bench("--resume")
+    assert p.returncode != 0 and "--tag" in p.stderr

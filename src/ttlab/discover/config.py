@@ -227,6 +227,26 @@ class WarmStartConfig:
     bf16: bool = False
     """CPU: the SFT's forward and backward under bfloat16 autocast (log-softmax in float32), ~1.6-2x faster where
     the CPU has bf16 units; the adapter stays float32."""
+    top_frac: float = 1.0
+    """Rejection sampling (blocks format): train only on the best `top_frac` of a scored pool of grammar programs
+    (`warm_pool.py`); 1.0: the grammar as drawn, no pool."""
+    rest_weight: float = 0.0
+    """With a filter: the sampling weight of the pool's valid programs below `top_frac` (the best ones weigh 1)."""
+    pool: int = 320
+    """With a filter: grammar programs scored for the pool."""
+    pool_seed: int = 0
+    """With a filter: the seed whose first root the pool's programs run from (the TUNING seed; never an evaluation
+    seed)."""
+    pool_budget_s: float = 2.0
+    """With a filter: each pool program's budget (s), as the TTT programs get."""
+    pool_clock: str = "work"
+    """With a filter: the pool programs' clock (work: scores independent of the load)."""
+    pool_workers: int = 2
+    """With a filter: sandbox workers scoring the pool."""
+    pool_refined: bool = False
+    """With a filter: also score every pool program from a refined parent (the construction of the pool's best
+    program) and draw the completions of child prompts (a parent program shown) from the programs best from it;
+    root prompts keep the programs best from the root."""
 
 
 @dataclass

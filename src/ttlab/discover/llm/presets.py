@@ -55,6 +55,19 @@ def cpu_smollm2_blocks() -> TrainConfig:
     return cfg
 
 
+def cpu_smollm2_blocks_rs() -> TrainConfig:
+    """`cpu_smollm2_blocks` with a rejection-sampled warm start: the SFT imitates only the best quarter (by verified
+    C5) of 448 random-blocks programs, each scored on the TUNING seed 0 only (`warm_pool.py`; the evaluation seeds
+    never enter it) from its first root and again from a refined parent (the pool's best construction): root
+    prompts get programs best from the root, child prompts programs best from the refined parent. 64 prompts x 8
+    programs, so the frozen model's prior favours the block choices that scored, and TTT starts from there
+    (docs/notes/discover-llm8.md)."""
+    cfg = cpu_smollm2_blocks()
+    cfg.warm = WarmStartConfig(groups=64, per_group=8, lr=3e-3, cosine=True, bf16=True, top_frac=0.25, pool=448,
+                               pool_seed=0, pool_refined=True)
+    return cfg
+
+
 def debug_blocks() -> TrainConfig:
     """Seconds on CPU with a tiny model (--model DIR): the blocks format, 1 state x 4 rollouts of 32 tokens, a 2-group
     warm start on the blocks grammar, HF sampling."""
@@ -85,5 +98,6 @@ def paper() -> TrainConfig:
 
 
 TRAIN_PRESETS = {"debug": debug, "debug_blocks": debug_blocks, "cpu_smollm2": cpu_smollm2,
-                 "cpu_smollm2_blocks": cpu_smollm2_blocks, "one_gpu_1p5b": one_gpu_1p5b, "one_gpu_8b": one_gpu_8b,
+                 "cpu_smollm2_blocks": cpu_smollm2_blocks,
+                 "cpu_smollm2_blocks_rs": cpu_smollm2_blocks_rs, "one_gpu_1p5b": one_gpu_1p5b, "one_gpu_8b": one_gpu_8b,
                  "paper": paper}

