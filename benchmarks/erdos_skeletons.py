@@ -14,6 +14,10 @@ values do not depend on the load; a study of the optimiser, not a bound):
     python benchmarks/erdos_skeletons.py --skeleton benchmarks/results/discover_polish/hop_s2.json@150 \
         --skeleton benchmarks/results/discover_search/auto_best.json@204 --levels 2
     python benchmarks/erdos_skeletons.py --search --skeleton ...@150 --hops 300 --top 6 --levels 2 --save runs/skel.json
+    python benchmarks/erdos_skeletons.py --replot benchmarks/results/erdos_skeletons/search.json --png ...png
+
+`--png`: C5 against the refinement level, one line per skeleton (coloured: the files' skeletons, grey: the
+search's optima), with the record, our best polished value and the target 0.380860.
 
 Prints one JSON line per measured row, and one JSON line last.
 """
@@ -30,6 +34,11 @@ from ttlab.common.data import repo_relative, shared_data_file
 from ttlab.discover import skeletons as sk
 from ttlab.discover.basins import load
 from ttlab.discover.tasks.erdos import RECORD
+
+BEST = 0.3808685349
+"""Our best exact C5 so far (`benchmarks/results/discover_polish/scaled_from_hop_s2.json`)."""
+TARGET = 0.380860
+"""The exact C5 the polish is asked to reach."""
 
 ROOT = Path(__file__).resolve().parents[1]
 REF = shared_data_file("erdos_reference.json", required=False)  # None when the shared data folder is absent
@@ -59,7 +68,17 @@ def main() -> None:
     ap.add_argument("--save", default="", help="--search: write the best refinement (exactly feasible) here")
     ap.add_argument("--ref", default=str(REF) if REF else None, help="published constructions (for ref:NAME)")
     ap.add_argument("--out", default="", help="also write the last JSON line here")
+    ap.add_argument("--png", default="", help="plot C5 against the refinement level here")
+    ap.add_argument("--replot", default="", metavar="JSON", help="only redraw --png from a saved result")
     a = ap.parse_args()
+    if a.replot:
+        if not a.png:
+            ap.error("--replot needs --png")
+        try:
+            plot(json.loads(Path(a.replot).read_text()), Path(a.png))
+        except (OSError, ValueError, KeyError) as e:
+            ap.error(f"--replot {a.replot}: {e}")
+        return
     if not a.skeleton:
         ap.error("give at least one --skeleton FILE@N_C")
     if a.levels < 0 or a.hops < 1 or a.top < 1 or a.temperature <= 0:
@@ -99,11 +118,54 @@ def main() -> None:
     out |= {"machine": {"nproc": os.cpu_count(), "load_start": [round(x, 2) for x in load0],
                         "load_end": [round(x, 2) for x in os.getloadavg()]},
             "wall_s": round(time.time() - t0, 1), "cpu_s": round(time.thread_time() - c0, 1)}
+    if a.png:
+        plot(out, Path(a.png))
     line = json.dumps(out)
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(line + "\n")
     print(line)
+
+
+def plot(res: dict, path: Path) -> None:
+    """C5 against refinement level (0 = the coarse skeleton, k = k doublings), one polyline per skeleton."""
+    from PIL import Image, ImageDraw  # only when a plot is asked for
+
+    lines = [(r["file"], r["levels"], True) for r in res["skeletons"]]
+    lines += [(r["chain"], r["levels"], False) for r in res.get("search", {}).get("top", [])]
+    vals = [lv["c5"] for _, lvs, _ in lines for lv in lvs] + [TARGET, BEST]
+    lo, hi = min(vals) - 1e-6, min(max(vals), 0.38090) + 1e-6
+    levels = max(len(lvs) for _, lvs, _ in lines)
+    w, h, m = 900, 560, 80
+    img = Image.new("RGB", (w, h), "white")
+    d = ImageDraw.Draw(img)
+
+    def xy(k, c):
+        return m + (w - 2 * m) * k / max(1, levels - 1), h - m - (h - 2 * m) * (min(max(c, lo), hi) - lo) / (hi - lo)
+
+    d.rectangle([m, m, w - m, h - m], outline="black")
+    for name, v, col in [(f"record {RECORD}", RECORD, (200, 0, 0)), (f"our best {BEST}", BEST, (0, 120, 0)),
+                         (f"target {TARGET}", TARGET, (120, 0, 160))]:
+        if lo <= v <= hi:
+            y = xy(0, v)[1]
+            d.line([m, y, w - m, y], fill=col)
+            d.text((w - m - 170, y - 12), name, fill=col)
+    colors = [(0, 90, 200), (200, 120, 0), (0, 160, 160), (140, 0, 160), (120, 80, 0)]
+    for i, (name, lvs, own) in enumerate(lines):
+        col = colors[i % len(colors)] if own else (160, 160, 160)
+        pts = [xy(k, lv["c5"]) for k, lv in enumerate(lvs)]
+        d.line(pts, fill=col, width=2 if own else 1)
+        if own:
+            d.text((pts[0][0] + 6, pts[0][1] - 12), Path(name).stem + f" (n_c {lvs[0]['n']})", fill=col)
+    for k in range(levels):
+        d.text((xy(k, lo)[0] - 20, h - m + 8), f"n_c x{2 ** k}", fill="black")
+    for frac in (0.0, 0.5, 1.0):
+        c = lo + frac * (hi - lo)
+        d.text((4, xy(0, c)[1] - 6), f"{c:.7f}", fill="black")
+    d.text((m, 20), "Erdos C5 of coarse skeletons refined by doublings (colour: files, grey: hop-chain optima)",
+           fill="black")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    img.save(path)
 
 
 if __name__ == "__main__":

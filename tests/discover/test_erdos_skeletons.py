@@ -83,3 +83,14 @@ def test_the_benchmark_prints_a_skeletons_ladder_as_its_last_json_line(tmp_path)
     assert r.returncode == 0, r.stderr
     last = json.loads(r.stdout.strip().splitlines()[-1])
     assert last["benchmark"] == "erdos_skeletons" and last["skeletons"][0]["n_c"] == 16
+
+
+def test_the_benchmark_redraws_its_plot_from_a_saved_result(tmp_path):
+    res = {"skeletons": [{"file": "a.json", "levels": [{"n": 8, "c5": 0.3810}, {"n": 16, "c5": 0.3809}]}],
+           "search": {"top": [{"chain": "a.json", "levels": [{"n": 8, "c5": 0.3811}, {"n": 16, "c5": 0.3808}]}]}}
+    (tmp_path / "r.json").write_text(json.dumps(res))
+    png = tmp_path / "r.png"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "erdos_skeletons.py"), "--replot",
+                        str(tmp_path / "r.json"), "--png", str(png)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
