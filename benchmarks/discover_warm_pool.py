@@ -26,7 +26,16 @@ import numpy as np
 
 from ttlab.common.data import repo_relative
 from ttlab.discover.config import WarmStartConfig
-from ttlab.discover.llm.warm_pool import cached_pool, pool_key, ranks, score, tuning_root
+from ttlab.discover.llm.warm_pool import (
+    cached_pool,
+    check,
+    graded_field,
+    graded_index,
+    pool_key,
+    ranks,
+    score,
+    tuning_root,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,6 +95,23 @@ def refined_summary(pool: list[dict]) -> dict:
             "choices": choice_table(pool, "c5_refined")}
 
 
+def graded_summary(pool: list[dict], q: float) -> dict:
+    """The pool from the parent at root-pool quantile `q`: the parent's C5, the programs' C5 quantiles from it, and
+    per start choice (restart = `multistart`, refine = `parent` / `coarse`) its share of the best quarter, so the
+    table shows from which parent quality a restart pays."""
+    field, i = graded_field(q), graded_index(pool, q)
+    v = np.array([p[field] for p in pool if p[field] is not None])
+    k = int(np.ceil(0.25 * len(pool)))
+    top = np.argsort(ranks(pool, field))[:k]
+    starts = sorted({p["choices"].get("start", "?") for p in pool})
+    share = {s: round(float(np.mean([pool[j]["choices"].get("start", "?") == s for j in top])), 3) for s in starts}
+    return {"quantile": q, "parent_index": i, "parent_c5": pool[i]["c5"], "valid_rate": float(v.size / len(pool)),
+            "c5": {"best": float(v.min()), "q10": float(np.quantile(v, 0.1)), "q25": float(np.quantile(v, 0.25)),
+                   "median": float(np.median(v)), "worst": float(v.max())},
+            "below_parent": float(np.mean(v < pool[i]["c5"])), "top_quarter_start_share": share,
+            "choices": choice_table(pool, field)}
+
+
 def plot(res: dict, path: Path) -> None:
     """Left: the pool's C5 sorted; right: first run vs re-run for both tails (top blue, bottom red), with PIL."""
     from PIL import Image, ImageDraw
@@ -129,6 +155,8 @@ def main() -> None:
     ap.add_argument("--tail", type=float, default=0.1, help="fraction re-scored at each end of the pool (0: none)")
     ap.add_argument("--refined", action="store_true",
                     help="also score every program from a refined parent (the pool's best program's construction)")
+    ap.add_argument("--parents", default="", help="graded parents: root-pool C5 quantiles, comma-separated (e.g. "
+                    "0.05,0.5); every program is scored again from each one's construction")
     ap.add_argument("--budget-s", type=float, default=2.0)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out")
@@ -136,9 +164,17 @@ def main() -> None:
     args = ap.parse_args()
     if args.pool < 10 or not 0.0 <= args.tail <= 0.5:
         raise SystemExit(f"--pool {args.pool} / --tail {args.tail}: need a pool of >= 10 and a tail in [0, 0.5]")
+    try:
+        parents = tuple(float(x) for x in args.parents.split(",") if x.strip())
+    except ValueError:
+        raise SystemExit(f"--parents {args.parents!r}: comma-separated quantiles in [0, 1]") from None
     t0, load0 = time.time(), os.getloadavg()
     cfg = WarmStartConfig(top_frac=0.25, pool=args.pool, pool_seed=args.seed, pool_budget_s=args.budget_s,
-                          pool_workers=args.workers, pool_refined=args.refined)
+                          pool_workers=args.workers, pool_refined=args.refined, pool_parents=parents)
+    try:
+        check(cfg)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
     pool = cached_pool(cfg, log=lambda s: print(s, flush=True))
     t_pool = time.time() - t0
     r = ranks(pool)
@@ -182,8 +218,10 @@ def main() -> None:
                        "q75": float(np.quantile(c5, 0.75)), "worst": float(c5.max()), "mean": float(c5.mean())},
            "rescore_summary": summ, "choices": choice_table(pool), "rescore": rescore,
            "refined": refined_summary(pool) if args.refined else None,
+           "graded": [graded_summary(pool, q) for q in parents],
            "programs": [{k2: p[k2] for k2 in ("code", "choices", "seed", "c5", "status", "work_s", "cpu_s", "wall_s",
-                                                "wall_stops", "c5_refined") if k2 in p} for p in pool],
+                                                "wall_stops", "c5_refined", *map(graded_field, parents)) if k2 in p}
+                        for p in pool],
            "pool_wall_s": round(t_pool, 1),
            "commit": subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
            "dirty": bool(subprocess.run([*git, "status", "--porcelain", "src"], capture_output=True, text=True).stdout),
@@ -199,6 +237,8 @@ def main() -> None:
     print(json.dumps({"benchmark": res["benchmark"], "seed": args.seed, "pool_size": len(pool),
                       "valid_rate": res["valid_rate"], "pool_c5": res["pool_c5"], "rescore_summary": summ,
                       "top_choices": {k2: v["spread"] for k2, v in list(res["choices"].items())[:5]},
+                      "graded": [{k2: g[k2] for k2 in ("quantile", "parent_c5", "below_parent", "top_quarter_start_share")}
+                                 for g in res["graded"]],
                       "wall_s": res["wall_s"], "loadavg_start": load0, "loadavg_end": res["loadavg_end"],
                       "commit": res["commit"]}))
 

