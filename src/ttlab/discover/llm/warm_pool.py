@@ -188,6 +188,13 @@ def cached_pool(cfg: WarmStartConfig, log=print) -> list[dict]:
     if path.is_file():
         log(f"warm pool: loaded {path}")
         return json.loads(path.read_text())["programs"]
+    if len(cfg.pool_parents) > 1:  # one cache file per graded parent, so settings that share a parent share it
+        progs = [dict(p) for p in cached_pool(replace(cfg, pool_parents=()), log)]
+        for q in cfg.pool_parents:
+            one = cached_pool(replace(cfg, pool_parents=(q,)), log)
+            for p, o in zip(progs, one, strict=True):
+                p[graded_field(q)] = o[graded_field(q)]
+        return progs
     if cfg.pool_parents:
         progs = add_graded(cached_pool(replace(cfg, pool_parents=()), log), cfg, log)
         atomic_write_text(path, json.dumps({"key": pool_key(cfg), "programs": progs}))
