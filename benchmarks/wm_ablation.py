@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import wm_ablation_plot as plots
 from ttlab.common.data import repo_relative
 from ttlab.worldmodel.config import TrainConfig
 from ttlab.worldmodel.data.windows import ActionStats
@@ -52,6 +53,7 @@ from ttlab.worldmodel.scorecard import Baselines, fit_baselines, score_rollouts,
 from ttlab.worldmodel.train import build_datasets, train
 from ttlab.worldmodel.visuals import strip_png
 from ttlab.worldmodel.weights import load_world_model
+from wm_ablation_plot import COLORS, ema
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,22 +105,13 @@ def arm_config(arm: str, seed: int, steps: int, data: str, preset: str = "pusht_
     arm = run_of(arm)
     cfg = replace(base, data=data, relative_actions=False, action_map="gaussian", compile=compile, threads=threads,
                   max_steps=steps, warmup_steps=min(base.warmup_steps, max(1, steps // 10)),
-                  checkpoint_every=max(1, min(base.checkpoint_every, steps // 4)), log_every=5, seed=seed,
+                  checkpoint_every=max(1, min(base.checkpoint_every, steps // 4)), log_every=min(base.log_every, 5), seed=seed,
                   split_seed=0, run_name=f"abl_{arm}_s{seed}", root=root, resume=True, time_limit="",
                   budget_minutes=0.0)
     axis, value = arm.split("_", 1)
     if axis == "pred":
         return replace(cfg, diffusion=native_diffusion(base.diffusion, value))
     return replace(cfg, injection=value)
-
-
-def ema(values: list[float], decay: float = 0.9) -> list[float]:
-    """Exponential moving average (bias-corrected) of a sequence."""
-    out, m = [], 0.0
-    for i, v in enumerate(values):
-        m = decay * m + (1 - decay) * v
-        out.append(m / (1 - decay ** (i + 1)))
-    return out
 
 
 def tail_slope(steps: list[int], losses: list[float], frac: float = 0.2) -> dict:
@@ -144,10 +137,10 @@ class HeldOut:
     """The held-out windows, episodes and the cheap predictors, built once per process (every seed shares the
     split, so every arm is scored on the same frames)."""
 
-    def __init__(self, cfg: TrainConfig, stats: Path):
+    def __init__(self, cfg: TrainConfig, stats: Path, max_lag: int = 24):
         _, self.val = build_datasets(cfg, stats)
         train_eps = np.setdiff1d(np.arange(len(self.val.source)), self.val.episodes)
-        self.baselines: Baselines = fit_baselines(self.val.source, train_eps, cfg.frame_interval, max_lag=24)
+        self.baselines: Baselines = fit_baselines(self.val.source, train_eps, cfg.frame_interval, max_lag=max_lag)
         self.episodes = [int(e) for e in self.val.episodes]
 
 
@@ -184,7 +177,7 @@ def score_arm(run_dir: Path, cfg: TrainConfig, held: HeldOut, windows: int, roll
     win["true_minus_other_actions_db"] = _r(w["model/psnr"] - w["model_other_actions/psnr"])
     win["seed_pair_psnr"] = _r(w["seed_pair/psnr"])
     rol = pick(ro, "model", keys)
-    rol["tee_ink_at_frame_8"] = _r(ro["model/tee_ink_ratio/by_lag"][8 - ro["n_ctx"]])
+    rol["tee_ink_at_frame_8"] = _r(ro["model/tee_ink_ratio/by_lag"][8 - ro["n_ctx"]]) if ro["horizon"] > 8 else None
     base_keys = ("psnr", "ssim", "tee_px", "tee_ink_ratio")
     baselines = {"windows": {n: pick(w, n, base_keys) for n in ("copy_last", "mean_frame", "blend")},
                  "rollouts": {n: pick(ro, n, base_keys) for n in ("copy_last", "mean_frame", "blend")}}
@@ -225,7 +218,8 @@ def stat(res: dict, arm: str, get) -> list[float]:
 
 
 def fmt(vals: list[float], n: int = 2) -> str:
-    """'mean (a / b)' over seeds, or the one value."""
+    """'mean (a / b)' over seeds, or the one value (None: not measured)."""
+    vals = [v for v in vals if v is not None]
     if not vals:
         return "-"
     if len(vals) == 1:
@@ -247,82 +241,58 @@ def markdown_table(res: dict) -> str:
             rows.append(f"| {name} | not run | | | | | | | | {g1} | {g2} |")
             continue
         ratio = [float(np.mean(r["score"]["windows"]["tee_px_ratio_to_copy_last/by_lag"])) for r in runs]
-        slope = [r["loss"]["tail_slope"]["relative_over_window"] for r in runs]
+        slope = [(r["loss"]["tail_slope"] or {}).get("relative_over_window") for r in runs]
         rows.append(
             f"| {name} | {len(runs)} | {fmt([r['score']['windows']['psnr'] for r in runs])} | "
             f"{fmt([r['score']['windows']['ssim'] for r in runs], 3)} | {fmt(ratio)} | "
             f"{fmt([r['score']['rollouts']['psnr'] for r in runs])} | {fmt([r['score']['rollouts']['ssim'] for r in runs], 3)} | "
             f"{fmt([r['score']['rollouts']['tee_ink_at_frame_8'] for r in runs])} | "
-            f"{fmt([s for s in slope if s is not None], 3)} | {g1} | {g2} |")
+            f"{fmt(slope, 3)} | {g1} | {g2} |")
     b = res.get("baselines")
-    if b:
-        cells = []
-        for n in ("copy_last", "mean_frame", "blend"):
-            w, ro = b["windows"][n], b["rollouts"][n]
-            cells.append(f"{n}: {w['psnr']:.2f} / {w['ssim']:.3f}, rollouts {ro['psnr']:.2f} / {ro['ssim']:.3f}")
-        rows.append(f"| baselines (windows / rollouts PSNR / SSIM) | {'; '.join(cells)} | | | | | | | | | |")
+    for n in ("copy_last", "mean_frame", "blend") if b else ():
+        w, ro = b["windows"][n], b["rollouts"][n]
+        ratio = [p / c for p, c in zip(w["tee_px/by_lag"], b["windows"]["copy_last"]["tee_px/by_lag"], strict=True)]
+        ink = ro["tee_ink_ratio/by_lag"]
+        n_ctx = res["protocol"]["rollout_horizon"] - len(ink)  # the rollout's lists start after its context
+        ink8 = f"{ink[8 - n_ctx]:.2f}" if res["protocol"]["rollout_horizon"] > 8 else "-"
+        rows.append(f"| {n} | | {w['psnr']:.2f} | {w['ssim']:.3f} | {np.mean(ratio):.2f} | {ro['psnr']:.2f} | "
+                    f"{ro['ssim']:.3f} | {ink8} | | | |")
     return "\n".join(rows)
 
 
 def plot(res: dict, out_dir: Path) -> list[str]:
-    """loss_curves.png (EMA of each run's loss; seed 0 solid, seed 1 dashed) and metrics.png (bars per arm and
-    seed, baselines as lines)."""
-    import matplotlib  # deferred on purpose: only the figures need it
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """loss_curves.png (EMA of each run's loss; seed 0 solid, seed 1 dashed) and metrics.png (bars per arm, seed 0
+    dark and seed 1 light, the cheap predictors as dashed lines)."""
     runs = res["runs"]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
-    for ax, group, title in ((axes[0], TARGET_ARMS, "target arms"), (axes[1], INJECTION_ARMS, "injection arms (x target)")):
+    groups = []
+    for title, group in (("target arms: training loss (EMA)", TARGET_ARMS),
+                         ("injection arms (x target): training loss (EMA)", INJECTION_ARMS)):
+        curves = []
         for i, arm in enumerate(group):
             for k, r in sorted(runs.items()):
-                if k.split("@")[0] != run_of(arm):
-                    continue
-                steps, losses = zip(*r["loss"]["curve"], strict=True) if r["loss"]["curve"] else ((), ())
-                ax.plot(steps, ema(list(losses)), color=f"C{i}", ls="-" if k.endswith("@0") else "--",
-                        label=f"{arm} s{k.split('@')[1]}")
-        ax.set_yscale("log")
-        ax.set_xlabel("step")
-        ax.set_ylabel("training loss (EMA)")
-        ax.set_title(title)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out_dir / "loss_curves.png", dpi=100)
-    plt.close(fig)
-
-    metrics = (("windows PSNR", lambda s: s["windows"]["psnr"], "windows", "psnr"),
-               ("windows SSIM", lambda s: s["windows"]["ssim"], "windows", "ssim"),
-               ("T pose / copy-last (lag 1-3)", lambda s: float(np.mean(s["windows"]["tee_px_ratio_to_copy_last/by_lag"])),
-                None, None),
-               ("rollout PSNR", lambda s: s["rollouts"]["psnr"], "rollouts", "psnr"),
-               ("rollout SSIM", lambda s: s["rollouts"]["ssim"], "rollouts", "ssim"),
-               ("T ink, rollout frame 8", lambda s: s["rollouts"]["tee_ink_at_frame_8"], None, None))
-    arms = [a for a in ARMS if a not in SAME_RUN and stat(res, a, lambda r: r)]
-    fig, axes = plt.subplots(2, 3, figsize=(14, 7))
-    for ax, (title, get, where, m) in zip(axes.flat, metrics, strict=True):
-        for i, arm in enumerate(arms):
-            vals = stat(res, arm, lambda r, get=get: get(r["score"]))
-            for j, v in enumerate(vals):
-                ax.bar(i + (j - (len(vals) - 1) / 2) * 0.35, v, width=0.33, color=f"C{i}", alpha=1.0 if j == 0 else 0.55)
-        if where and res.get("baselines"):
-            for n, ls in (("copy_last", ":"), ("mean_frame", "--"), ("blend", "-.")):
-                ax.axhline(res["baselines"][where][n][m], color="k", ls=ls, lw=0.8, label=n)
-            ax.legend(fontsize=6)
-        if title.startswith("T pose"):
-            ax.axhline(1.0, color="k", ls=":", lw=0.8)
-        vals_all = [v for a in arms for v in stat(res, a, lambda r, get=get: get(r["score"]))]
-        if vals_all and "PSNR" in title:
-            ax.set_ylim(min(vals_all) - 2, max(vals_all) + 1)
-        elif vals_all and "SSIM" in title:
-            ax.set_ylim(min(vals_all) - 0.05, min(1.0, max(vals_all) + 0.03))
-        ax.set_xticks(range(len(arms)), arms, rotation=35, ha="right", fontsize=7)
-        ax.set_title(title, fontsize=9)
+                if k.split("@")[0] == run_of(arm) and r["loss"]["curve"]:
+                    curves.append((f"{arm} s{r['seed']}", r["loss"]["curve"], COLORS[i], r["seed"] != 0))
+        groups.append((title, curves))
     steps = sorted({r["train"]["steps"] for r in runs.values()})
-    fig.suptitle(f"arms at {'/'.join(map(str, steps))} steps; dark bar seed 0, light bar seed 1", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(out_dir / "metrics.png", dpi=100)
-    plt.close(fig)
+    note = f"{'/'.join(map(str, steps))} steps per arm; losses of different targets are on different scales"
+    plots.save_loss_curves(out_dir / "loss_curves.png", groups, note)
+
+    metrics = (("windows PSNR (dB)", lambda s: s["windows"]["psnr"], "windows", "psnr"),
+               ("windows SSIM", lambda s: s["windows"]["ssim"], "windows", "ssim"),
+               ("T pose error / copy-last's, lags 1-3", lambda s: float(np.mean(
+                   s["windows"]["tee_px_ratio_to_copy_last/by_lag"])), None, None),
+               ("rollout PSNR (dB)", lambda s: s["rollouts"]["psnr"], "rollouts", "psnr"),
+               ("rollout SSIM", lambda s: s["rollouts"]["ssim"], "rollouts", "ssim"),
+               ("T ink kept, rollout frame 8", lambda s: s["rollouts"]["tee_ink_at_frame_8"], None, None))
+    arms = [a for a in ARMS if a not in SAME_RUN and stat(res, a, lambda r: r)]
+    panels = []
+    for title, get, where, m in metrics:
+        bars = [(a, stat(res, a, lambda r, get=get: get(r["score"])), COLORS[ARMS.index(a) % len(COLORS)]) for a in arms]
+        lines = {n: res["baselines"][where][n][m] for n in ("copy_last", "mean_frame", "blend")} \
+            if where and res.get("baselines") else ({"copy_last": 1.0} if title.startswith("T pose") else {})
+        panels.append((title, bars, lines))
+    plots.save_bars(out_dir / "metrics.png", panels, f"arms at {'/'.join(map(str, steps))} steps; dark bar seed 0, "
+                    f"light bar seed 1; inj_additive is pred_x")
     return ["loss_curves.png", "metrics.png"]
 
 
@@ -395,7 +365,7 @@ def main() -> None:
         curve = merged_curve(old_curve, tr["loss_curve"])
         t1 = time.perf_counter()
         if held is None:
-            held = HeldOut(cfg, run_dir / "action_stats.json")
+            held = HeldOut(cfg, run_dir / "action_stats.json", max_lag=args.rollout_horizon)
         strip = out.parent / "strips" / f"{run_of(arm)}_s{seed}.png" if seed == min(args.seeds) else None
         score = score_arm(run_dir, cfg, held, args.eval_windows, args.rollout_episodes, args.rollout_horizon, strip)
         t2 = time.perf_counter()
