@@ -148,6 +148,45 @@ def _r(x, n=4):
     return [round(float(v), n) for v in x] if isinstance(x, list) else round(float(x), n)
 
 
+STRIP_FRAMES = 12
+"""Rollout frames shown in a strip (the figures stay small; the scores use the whole horizon)."""
+
+
+def write_strip(path: Path, x: torch.Tensor, pred: torch.Tensor, gt: torch.Tensor, roll: torch.Tensor) -> Path:
+    """Two windows (truth above model) and two rollouts cut to `STRIP_FRAMES`, frames (N, T, C, H, W) in [-1, 1]."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = STRIP_FRAMES
+    return strip_png(path, [("win truth", x[0]), ("win model", pred[0]), ("win truth", x[1]), ("win model", pred[1]),
+                            ("roll truth", gt[0, :n]), ("roll model", roll[0, :n]), ("roll truth", gt[1, :n]),
+                            ("roll model", roll[1, :n])], scale=1)
+
+
+def redraw_strips(res: dict, out_dir: Path, root: str, threads: int) -> list[str]:
+    """The seed-0 strips again from the saved runs (2 held-out windows, 2 rollouts): the figures without rescoring."""
+    pr = res["protocol"]
+    horizon = min(STRIP_FRAMES, pr["rollout_horizon"])
+    held, done = None, []
+    for k, r in sorted(res["runs"].items()):
+        if r["seed"] != 0:
+            continue
+        cfg = arm_config(r["arm"], 0, pr["steps"], pr["data"], pr["preset"], False, threads, root)
+        run_dir = Path(cfg.root) / "wm" / cfg.run_name
+        if not (run_dir / "checkpoints").is_dir():
+            print(f"{k}: no run at {run_dir}, strip not redrawn", flush=True)
+            continue
+        held = held or HeldOut(cfg, run_dir / "action_stats.json", max_lag=horizon)
+        wm = load_world_model(run_dir)
+        w = score_windows(wm.model, wm.obj, held.val, held.baselines, cfg.n_ctx, cfg.sample_steps, count=2)
+        ro = score_rollouts(wm.model, wm.obj, held.val, held.baselines, cfg.n_ctx, cfg.sample_steps,
+                            horizon=horizon, max_episodes=2, batch=2)
+        x, p1, _, _ = w["_first"]
+        gt, rp, _ = ro["_first"]
+        name = f"strips/{r['arm']}_s0.png"
+        write_strip(out_dir / name, x, p1, gt, rp)
+        done.append(name)
+    return done
+
+
 def score_arm(run_dir: Path, cfg: TrainConfig, held: HeldOut, windows: int, rollouts: int, horizon: int,
               strip: Path | None) -> dict:
     """The scorecard numbers that order the arms (the model beside copy-last / mean frame / blend)."""
@@ -162,9 +201,7 @@ def score_arm(run_dir: Path, cfg: TrainConfig, held: HeldOut, windows: int, roll
     x, p1, _, _ = w.pop("_first")
     gt, rp, _ = ro.pop("_first")
     if strip is not None:
-        strip.parent.mkdir(parents=True, exist_ok=True)
-        strip_png(strip, [("win truth", x[0]), ("win model", p1[0]), ("win truth", x[1]), ("win model", p1[1]),
-                          ("roll truth", gt[0]), ("roll model", rp[0]), ("roll truth", gt[1]), ("roll model", rp[1])])
+        write_strip(strip, x, p1, gt, rp)
 
     def pick(res: dict, name: str, keys: tuple[str, ...]) -> dict:
         return {k: _r(res[f"{name}/{k}"]) for k in keys} | {f"{k}/by_lag": _r(res[f"{name}/{k}/by_lag"]) for k in keys}
@@ -323,8 +360,16 @@ def main() -> None:
     ap.add_argument("--out", default="runs/bench/wm_ablation/wm_ablation.json")
     ap.add_argument("--table", action="store_true", help="print the README table of the results JSON and exit")
     ap.add_argument("--plot", action="store_true", help="redraw the figures of the results JSON and exit")
+    ap.add_argument("--strips", action="store_true", help="redraw the seed-0 strips from the saved runs under --root "
+                    "(2 held-out windows and 2 rollouts each) and exit")
     args = ap.parse_args()
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
+    if args.strips:
+        if not out.exists():
+            sys.exit(f"wm_ablation: error: --out {args.out}: no results file there")
+        torch.set_num_threads(args.threads)
+        print(json.dumps({"strips": redraw_strips(json.loads(out.read_text()), out.parent, args.root, args.threads)}))
+        return
     if args.table or args.plot:
         if not out.exists():
             sys.exit(f"wm_ablation: error: --out {args.out}: no results file there")

@@ -92,6 +92,12 @@ def test_a_tiny_arm_runs_end_to_end_and_a_rerun_skips_it(data, tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "pred_x@0: done, skipped" in again.stdout and "pred_flow@0: done, skipped" in again.stdout
     assert "training" not in again.stdout.split("runs:")[1]
+    (out.parent / r["strip"]).unlink()
+    redrawn = _bench("--strips", "--root", str(tmp_path / "runs"), "--out", str(out))
+    assert redrawn.returncode == 0, redrawn.stderr[-3000:]
+    assert json.loads(redrawn.stdout.strip().splitlines()[-1])["strips"] == ["strips/pred_flow_s0.png",
+                                                                             "strips/pred_x_s0.png"]
+    assert (out.parent / r["strip"]).is_file()
     table = _bench("--table", "--out", str(out))
     assert "| pred_x |" in table.stdout and "| inj_additive (= pred_x) |" in table.stdout
     assert "| pred_v | not run |" in table.stdout
