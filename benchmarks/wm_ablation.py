@@ -81,6 +81,11 @@ def git_rev() -> str:
     return run("rev-parse", "HEAD") + ("-dirty" if run("status", "--porcelain", "--untracked-files=no") else "")
 
 
+CODE_COMMIT = git_rev()
+"""The code this process runs (read at start); an arm's `commit` is HEAD when the arm started, which later commits
+during a long job can move past the code that ran."""
+
+
 def native_diffusion(base: DiffusionConfig, target: str) -> DiffusionConfig:
     """`base` (the evidence diffusion: delta, uniform per-frame levels, clean context) with `target` in its native
     schedule: v / x cosine + ZTSNR, eps linear without ZTSNR, flow without ZTSNR and SNR weighting."""
@@ -432,7 +437,7 @@ def main() -> None:
             "score": score, "score_seconds": round(t2 - t1, 1),
             "strip": str(strip.relative_to(out.parent)) if strip is not None else None,
             "run_dir": repo_relative(run_dir.resolve()),
-            "commit": commit, "commit_at_end": git_rev(), "nproc": os.cpu_count(), "torch_threads": args.threads,
+            "commit": commit, "commit_at_end": git_rev(), "code_commit": CODE_COMMIT, "nproc": os.cpu_count(), "torch_threads": args.threads,
             "loadavg_before": _r(list(load_before), 2), "loadavg_end": _r(list(os.getloadavg()), 2),
             "wall_seconds": round(time.perf_counter() - t0, 1),
         }
