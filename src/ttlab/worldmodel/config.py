@@ -129,6 +129,9 @@ class TrainConfig:
     """Log training scalars every N steps."""
     seed: int = 0
     """Seed for data split, init and validation noise."""
+    split_seed: int | None = None
+    """Seed of the train/held-out episode split alone (None = `seed`), so runs of several seeds share one
+    held-out set."""
     run_name: str | None = None
     """Run directory name under runs/wm (default: a timestamp)."""
     root: str = "runs"

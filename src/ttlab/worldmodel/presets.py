@@ -50,6 +50,12 @@ def pusht_cpu() -> TrainConfig:
                        device="cpu")
 
 
+def pusht_cpu_debug() -> TrainConfig:
+    """`pusht_cpu` shrunk for tests (seconds on CPU): a 32-wide 2-block model, batch 4, 2 sampling steps."""
+    return replace(pusht_cpu(), hidden=32, heads=2, depth=2, batch_size=4, sample_steps=2, warmup_steps=2,
+                   max_steps=4, checkpoint_every=2, log_every=1, episode_cache=64)
+
+
 def pusht_cpu_regressor() -> TrainConfig:
     """The earlier CPU configuration, kept for comparison: PushT 64x64 from the scripted pusher (frame_interval 5),
     1 clean context frame + 3 predicted, a 128-wide 4-block NanoWM with 8x8 patches.
@@ -113,6 +119,6 @@ def _ablations(base_fn) -> dict:
     return out
 
 
-TRAIN_PRESETS = {"debug": debug, "tiny_pusht": tiny_pusht, "pusht_cpu": pusht_cpu,
+TRAIN_PRESETS = {"debug": debug, "tiny_pusht": tiny_pusht, "pusht_cpu": pusht_cpu, "pusht_cpu_debug": pusht_cpu_debug,
                  "pusht_cpu_regressor": pusht_cpu_regressor, "pusht_b4": pusht_b4, "pusht_b2": pusht_b2,
                  "rt1_b2": rt1_b2, "csgo_l2": csgo_l2, **_ablations(pusht_b4)}

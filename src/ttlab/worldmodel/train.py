@@ -114,7 +114,7 @@ def build_datasets(cfg: TrainConfig, stats_path: Path | None, codec=None):
     src = open_episodes(cfg)
     enc = codec if (codec is not None and not src.is_latent and cfg.codec != "pixel") else None
     kw = dict(num_frames=cfg.num_frames, frame_interval=cfg.frame_interval, val_fraction=cfg.val_fraction,
-              seed=cfg.seed, codec=enc)
+              seed=cfg.seed if cfg.split_seed is None else cfg.split_seed, codec=enc)
     if cfg.val_list or cfg.val_starts:
         return published_datasets(cfg, src, stats_path, kw)
     train = WindowDataset(src, split="train", action_stats=stats_path, **kw)
