@@ -75,6 +75,12 @@ def test_eval_reports_per_lag_numbers_with_the_runs_own_sampler(run_dir, tmp_pat
         assert {f"psnr/lag{k}", f"baseline_copy_last/psnr/lag{k}", f"baseline_mean_frame/psnr/lag{k}"} <= set(m)
     assert "psnr/lag4" not in m
     assert max(v for k, v in m.items() if "psnr" in k) <= 80.0
+    # no video asked for: none written, the metrics still are
+    rep0 = evaluate(EvalConfig(checkpoint=run_dir, num_samples=4, video_clips=0, device="cpu", out=tmp_path / "novid"))
+    assert rep0["video"] is None and not (tmp_path / "novid" / "gt_vs_pred.mp4").exists()
+    assert rep0["metrics"]["psnr"] == pytest.approx(m["psnr"])  # same subset and noise
+    with pytest.raises(ValueError, match="video-clips"):
+        evaluate(EvalConfig(checkpoint=run_dir, num_samples=4, video_clips=-1, device="cpu", out=tmp_path))
 
 
 def test_heldout_rollouts_score_only_held_out_episodes_against_copy_last(run_dir):

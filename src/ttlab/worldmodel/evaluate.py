@@ -47,7 +47,7 @@ class EvalConfig:
     metrics: MetricWeights = field(default_factory=MetricWeights)
     """Local weights for LPIPS / FID (Inception) / FVD (I3D)."""
     video_clips: int = 4
-    """Clips in the GT-vs-prediction mp4."""
+    """Clips in the GT-vs-prediction mp4 (0: no video)."""
     out: Path | None = None
     """Output directory (default: <run>/eval)."""
     ema: bool = True
@@ -71,6 +71,8 @@ def mean_train_frame(train_ds, seed: int = 0, windows: int = 256) -> torch.Tenso
 
 
 def evaluate(cfg: EvalConfig) -> dict:
+    if cfg.video_clips < 0 or cfg.num_samples < 1:
+        raise ValueError(f"wm eval: --video-clips {cfg.video_clips} must be >= 0 and --num-samples {cfg.num_samples} >= 1")
     dev = resolve_device(cfg.device)
     wm = load_world_model(cfg.checkpoint, dev, ema=cfg.ema)
     tc = from_dict(TrainConfig, wm.train_cfg)
@@ -111,12 +113,13 @@ def evaluate(cfg: EvalConfig) -> dict:
     res = {k: v / n for k, v in sums.items()}
     res.update(learned.compute())
     out_dir = cfg.out if cfg.out is not None else run_dir_of(cfg.checkpoint) / "eval"
-    video = write_mp4(out_dir / "gt_vs_pred.mp4", side_by_side(torch.cat(vid_gt)[:cfg.video_clips],
-                                                                torch.cat(vid_pred)[:cfg.video_clips]), fps=4)
+    video = (write_mp4(out_dir / "gt_vs_pred.mp4", side_by_side(torch.cat(vid_gt)[:cfg.video_clips],
+                                                                 torch.cat(vid_pred)[:cfg.video_clips]), fps=4)
+             if cfg.video_clips > 0 else None)
     report = {"step": wm.step, "samples": n, "n_ctx": cfg.n_ctx, "steps": sp.steps, "mode": sp.mode,
               "history_noise": sp.history_noise, "eta": sp.eta,
               "metrics": res, "psnr_gain_over_copy_last_db": res["psnr"] - res["baseline_copy_last/psnr"],
-              "skipped": learned.skipped, "video": str(video)}
+              "skipped": learned.skipped, "video": None if video is None else str(video)}
     atomic_write_text(out_dir / "metrics.json", json.dumps(report, indent=2) + "\n")
     return report
 
