@@ -46,7 +46,7 @@ import wm_ablation_plot as plots
 from ttlab.common.data import repo_relative
 from ttlab.worldmodel.config import TrainConfig
 from ttlab.worldmodel.data.windows import ActionStats
-from ttlab.worldmodel.diffusion import DiffusionConfig
+from ttlab.worldmodel.diffusion import native_diffusion
 from ttlab.worldmodel.model import count_parameters
 from ttlab.worldmodel.presets import pusht_cpu, pusht_cpu_debug
 from ttlab.worldmodel.scorecard import Baselines, fit_baselines, score_rollouts, score_windows
@@ -84,16 +84,6 @@ def git_rev() -> str:
 CODE_COMMIT = git_rev()
 """The code this process runs (read at start); an arm's `commit` is HEAD when the arm started, which later commits
 during a long job can move past the code that ran."""
-
-
-def native_diffusion(base: DiffusionConfig, target: str) -> DiffusionConfig:
-    """`base` (the evidence diffusion: delta, uniform per-frame levels, clean context) with `target` in its native
-    schedule: v / x cosine + ZTSNR, eps linear without ZTSNR, flow without ZTSNR and SNR weighting."""
-    if target == "eps":
-        return replace(base, target="eps", schedule="linear", zero_terminal_snr=False)
-    if target == "flow":
-        return replace(base, target="flow", zero_terminal_snr=False, snr_gamma=0.0)
-    return replace(base, target=target, schedule="squaredcos_cap_v2", zero_terminal_snr=True)
 
 
 def run_of(arm: str) -> str:

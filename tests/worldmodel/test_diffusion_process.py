@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ttlab.worldmodel.diffusion import DiffusionConfig, Objective, rollout, sample_window, scheduling_matrix
+from ttlab.worldmodel.diffusion import (
+    DiffusionConfig,
+    Objective,
+    native_diffusion,
+    rollout,
+    sample_window,
+    scheduling_matrix,
+)
 from ttlab.worldmodel.diffusion import targets as tg
 from ttlab.worldmodel.diffusion.samplers import flow_euler_step
 from ttlab.worldmodel.diffusion.schedules import alphas_cumprod, make_betas
@@ -108,11 +115,10 @@ class Oracle(torch.nn.Module):
         return self.obj.target(x0, eps, level)
 
 
-@pytest.mark.parametrize("target", ["v", "x", "flow"])
+@pytest.mark.parametrize("target", ["v", "x", "flow", "eps"])
 @pytest.mark.parametrize("mode", ["full_sequence", "pyramid", "sequential"])
 def test_ddim_with_oracle_denoiser_recovers_x0(target, mode):
-    cfg = DiffusionConfig(target=target, zero_terminal_snr=target != "flow")
-    obj = Objective(cfg)
+    obj = Objective(native_diffusion(DiffusionConfig(), target))  # eps: linear, no zero-terminal SNR
     g = torch.Generator().manual_seed(0)
     x0 = torch.rand(2, 4, 3, 8, 8, generator=g) * 2 - 1
     out = sample_window(Oracle(obj, x0), obj, x0[:, :1], torch.zeros(2, 4, 2), n_gen=3, n_steps=5, mode=mode,

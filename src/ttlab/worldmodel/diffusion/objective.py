@@ -8,7 +8,7 @@ The denoiser always sees `model_time(level)`, a float in [0, T): t itself, or s 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -91,6 +91,17 @@ def change_weights(x0: torch.Tensor, anchor: torch.Tensor, weight: float, thresh
     differs from the anchor (B, 1, C, H, W) by more than threshold, else 1."""
     changed = ((x0.float() - anchor.float()).abs().amax(dim=2, keepdim=True) > threshold)  # (B, F, 1, H, W)
     return 1.0 + weight * changed.float()
+
+
+def native_diffusion(base: DiffusionConfig, target: str) -> DiffusionConfig:
+    """`base` with `target` in its native schedule, every other field kept: v / x cosine + zero-terminal SNR, eps
+    linear without it (eps cannot be predicted from pure noise), flow without it and without SNR weighting."""
+    tg.check_target(target)
+    if target == "eps":
+        return replace(base, target="eps", schedule="linear", zero_terminal_snr=False)
+    if target == "flow":
+        return replace(base, target="flow", zero_terminal_snr=False, snr_gamma=0.0)
+    return replace(base, target=target, schedule="squaredcos_cap_v2", zero_terminal_snr=True)
 
 
 class Objective:
