@@ -46,7 +46,7 @@ from ttlab.worldmodel.data.branches import branch_pool
 from ttlab.worldmodel.data.dino_wm import PUSHT_WORKSPACE
 from ttlab.worldmodel.data.pusht import branch_clips
 from ttlab.worldmodel.data.windows import compute_action_stats, window_actions
-from ttlab.worldmodel.diffusion import Objective
+from ttlab.worldmodel.diffusion import Objective, native_diffusion
 from ttlab.worldmodel.diffusion.samplers import sample_window
 from ttlab.worldmodel.metrics import psnr
 from ttlab.worldmodel.model import NanoWM
@@ -134,6 +134,9 @@ def main() -> None:
     ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--injection", default="additive", help="overfit: the model's action injection")
     ap.add_argument("--change-weight", type=float, default=0.0, help="overfit: diffusion.change_weight")
+    ap.add_argument("--target", choices=("v", "x", "eps", "flow"), default="", help="overfit: the preset's "
+                    "diffusion with this prediction target in its native schedule (default: the preset's target)")
+    ap.add_argument("--hidden", type=int, default=0, help="overfit: the model's width (0: the preset's)")
     ap.add_argument("--batch", type=int, default=16, help="overfit: clips per step (the probe clips repeated)")
     ap.add_argument("--train-pool", type=int, default=0, help="overfit: train on this many contexts of the training "
                     "branched-clip pool (the preset's pool seed) instead, and score on the held-out --seeds")
@@ -182,9 +185,11 @@ def main() -> None:
         st = compute_action_stats(list(train_clips[key]))  # the training clips' own statistics
         frames, actions = to_tensors(clips, st.mean, st.std, F, interval, key)
         tr_frames, tr_actions = to_tensors(train_clips, st.mean, st.std, F, interval, key)
+        diffusion = native_diffusion(base.diffusion, args.target) if args.target else base.diffusion
         cfg = replace(base, injection=args.injection, relative_actions=args.actions == "rel",
                       action_map=args.action_map, action_map_sigma=args.action_map_sigma,
-                      diffusion=replace(base.diffusion, change_weight=args.change_weight))
+                      hidden=args.hidden or base.hidden,
+                      diffusion=replace(diffusion, change_weight=args.change_weight))
         pix = pixel_affine(PUSHT_WORKSPACE, frames.shape[-1], st.mean, st.std) if args.action_map != "none" else None
         torch.manual_seed(0)
         model = NanoWM(build_model_config(cfg, tuple(frames.shape[2:]), actions.shape[-1], pix))
@@ -213,7 +218,8 @@ def main() -> None:
                 curve.append({"step": step, "minutes": round((time.time() - t_train) / 60, 2),
                               "loss": round(float(np.mean(losses[-args.eval_every:])), 5), **s})
                 print(json.dumps(curve[-1]), flush=True)
-        out |= {"mode": "overfit", "injection": args.injection, "actions": args.actions,
+        out |= {"mode": "overfit", "target": cfg.diffusion.target, "schedule": cfg.diffusion.schedule,
+                "hidden": cfg.hidden, "injection": args.injection, "actions": args.actions,
                 "action_map": args.action_map, "action_map_sigma": args.action_map_sigma if pix else None,
                 "change_weight": args.change_weight, "batch": args.batch, "lr": args.lr, "steps": step,
                 "train_minutes": round((time.time() - t_train) / 60, 2), "curve": curve,
