@@ -9,12 +9,12 @@ directions). Only the actions tell the futures apart, so:
     branched clips (`ttlab.worldmodel.data.branches`) instead and score on the held-out probe contexts;
   - `--run DIR`: score a trained run (its EMA weights and action statistics) on held-out probe clips.
 
-Scores (10-step sampler, fixed noise): the agent's position read from the predicted frames (colour centroid,
-`ttlab.worldmodel.objects`) against the branch whose actions were given (`agent_px_true`), and, with the actions
-of another branch of the same context, against that other branch (`agent_px_swap_followed`: small if the model
-follows the actions) and against its own branch (`agent_px_swap_own`); `branch_spread_px` is how far apart the
-true futures are (what a model that ignores the actions pays, roughly). PSNR likewise; `agent_ink` is predicted
-over true agent pixels.
+Scores (10-step sampler, fixed noise, x0 clipped to the pixel range at every step as in every scorer): the agent's
+position read from the predicted frames (colour centroid, `ttlab.worldmodel.objects`) against the branch whose
+actions were given (`agent_px_true`), and, with the actions of another branch of the same context, against that
+other branch (`agent_px_swap_followed`: small if the model follows the actions) and against its own branch
+(`agent_px_swap_own`); `branch_spread_px` is how far apart the true futures are (what a model that ignores the
+actions pays, roughly). PSNR likewise; `agent_ink` is predicted over true agent pixels.
 
     python benchmarks/wm_action_probe.py --overfit --minutes 6 --injection additive --out runs/bench/probe_add.json
     python benchmarks/wm_action_probe.py --run runs/wm/pilot_g5
@@ -94,8 +94,8 @@ def score(model, obj: Objective, frames: torch.Tensor, actions: torch.Tensor, br
 
     def predict(acts):
         g = torch.Generator().manual_seed(seed)
-        win = sample_window(model, obj, frames[:, :n_ctx], acts, frames.shape[1] - n_ctx, sample_steps,
-                            generator=g, autocast_dtype=torch.bfloat16)
+        win = sample_window(model, obj, frames[:, :n_ctx], acts, frames.shape[1] - n_ctx, sample_steps, clip=1.0,
+                            generator=g, autocast_dtype=torch.bfloat16)  # x0 kept in the pixel range, as every scorer
         return win[:, n_ctx:].clamp(-1, 1)  # (N, G, 3, H, W)
 
     pred = predict(actions)
