@@ -92,8 +92,9 @@ def run_of(arm: str) -> str:
 
 
 def arm_config(arm: str, seed: int, steps: int, data: str, preset: str = "pusht_cpu", compile: bool = False,
-               threads: int = 1, root: str = "runs") -> TrainConfig:
-    """The TrainConfig of one arm and seed (pure: same inputs, same config)."""
+               threads: int = 1, root: str = "runs", hidden: int = 0) -> TrainConfig:
+    """The TrainConfig of one arm and seed (pure: same inputs, same config); `hidden` > 0 changes the width of
+    every arm (its runs are named `..._h<hidden>`), 0 keeps the preset's."""
     if arm not in ARMS:
         raise ValueError(f"--arms: unknown arm {arm!r}; expected some of {', '.join(ARMS)}")
     base = PRESETS[preset]()
@@ -101,8 +102,8 @@ def arm_config(arm: str, seed: int, steps: int, data: str, preset: str = "pusht_
     cfg = replace(base, data=data, relative_actions=False, action_map="gaussian", compile=compile, threads=threads,
                   max_steps=steps, warmup_steps=min(base.warmup_steps, max(1, steps // 10)),
                   checkpoint_every=max(1, min(base.checkpoint_every, steps // 4)), log_every=min(base.log_every, 5), seed=seed,
-                  split_seed=0, run_name=f"abl_{arm}_s{seed}", root=root, resume=True, time_limit="",
-                  budget_minutes=0.0)
+                  split_seed=0, run_name=f"abl_{arm}_s{seed}" + (f"_h{hidden}" if hidden else ""), root=root,
+                  resume=True, time_limit="", budget_minutes=0.0, hidden=hidden or base.hidden)
     axis, value = arm.split("_", 1)
     if axis == "pred":
         return replace(cfg, diffusion=native_diffusion(base.diffusion, value))
@@ -164,7 +165,7 @@ def redraw_strips(res: dict, out_dir: Path, root: str, threads: int) -> list[str
     for k, r in sorted(res["runs"].items()):
         if r["seed"] != 0:
             continue
-        cfg = arm_config(r["arm"], 0, pr["steps"], pr["data"], pr["preset"], False, threads, root)
+        cfg = arm_config(r["arm"], 0, pr["steps"], pr["data"], pr["preset"], False, threads, root, pr.get("hidden", 0))
         run_dir = Path(cfg.root) / "wm" / cfg.run_name
         if not (run_dir / "checkpoints").is_dir():
             print(f"{k}: no run at {run_dir}, strip not redrawn", flush=True)
@@ -346,6 +347,8 @@ def main() -> None:
     ap.add_argument("--preset", choices=sorted(PRESETS), default="pusht_cpu",
                     help="base configuration (pusht_cpu_debug: a tiny model for tests)")
     ap.add_argument("--compile", action="store_true", help="train through torch.compile (the evidence configuration)")
+    ap.add_argument("--hidden", type=int, default=0, help="every arm at this width instead of the preset's (0 keeps "
+                    "it; the runs are named ..._h<hidden>)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--data", default="data/pusht64_smooth", help="PushT dataset (wm_evidence.py generates it)")
     ap.add_argument("--eval-windows", type=int, default=32, help="held-out windows scored per arm")
@@ -375,6 +378,8 @@ def main() -> None:
             print(json.dumps({"figures": plot(res, out.parent)}))
         return
     arms = parse_arms(args.arms)
+    if args.hidden < 0:
+        sys.exit(f"wm_ablation: error: --hidden {args.hidden}: must be >= 0")
     if args.steps < 1:
         sys.exit(f"wm_ablation: error: --steps {args.steps}: must be >= 1")
     if not (Path(args.data) / "states.pth").exists():
@@ -385,7 +390,7 @@ def main() -> None:
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     protocol = {"preset": args.preset, "steps": args.steps, "data": args.data, "eval_windows": args.eval_windows,
                 "rollout_episodes": args.rollout_episodes, "rollout_horizon": args.rollout_horizon,
-                "compile": args.compile}
+                "compile": args.compile, **({"hidden": args.hidden} if args.hidden else {})}
     res = load_results(out, protocol)
     held = None
     todo = jobs(arms, args.seeds, inj_seeds)
@@ -396,7 +401,8 @@ def main() -> None:
             print(f"{k}: done, skipped", flush=True)
             continue
         t0, commit, load_before = time.perf_counter(), git_rev(), os.getloadavg()
-        cfg = arm_config(arm, seed, args.steps, args.data, args.preset, args.compile, args.threads, args.root)
+        cfg = arm_config(arm, seed, args.steps, args.data, args.preset, args.compile, args.threads, args.root,
+                         args.hidden)
         run_dir = Path(cfg.root) / "wm" / cfg.run_name
         curve_file = run_dir / "loss_curve.json"
         old_curve = json.loads(curve_file.read_text())["steps_losses"] if curve_file.exists() else []

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,9 @@ def test_each_arm_changes_one_axis_of_the_evidence_configuration():
     assert abl.arm_config("inj_additive", 0, 100, "d") == x  # the same run
     with pytest.raises(ValueError, match="unknown arm"):
         abl.arm_config("pred_z", 0, 100, "d")
+    wide = abl.arm_config("pred_eps", 1, 100, "d", hidden=256)
+    assert wide.hidden == 256 and wide.run_name == "abl_pred_eps_s1_h256"
+    assert replace(wide, hidden=ev.hidden, run_name="abl_pred_eps_s1") == abl.arm_config("pred_eps", 1, 100, "d")
 
 
 def test_jobs_run_target_arms_per_seed_first_and_the_additive_arm_once():
