@@ -36,6 +36,7 @@ import os
 import subprocess
 import sys
 import time
+import unicodedata
 from pathlib import Path
 
 from ttlab.common.data import repo_relative
@@ -218,7 +219,8 @@ def plot_pil(res: dict, path: Path) -> None:
     W, H, pad = 420, 300, 48
     img = Image.new("RGB", (max(1, len(seeds)) * W, H + 40), "white")
     d = ImageDraw.Draw(img)
-    d.text((10, 5), f"{res['title']}: best C5 so far vs sandbox evaluations; TTT (blue), frozen (orange), "
+    title = unicodedata.normalize("NFKD", res["title"]).encode("ascii", "ignore").decode()  # PIL's bitmap font is ASCII
+    d.text((10, 5), f"{title}: best C5 so far vs sandbox evaluations; TTT (blue), frozen (orange), "
            "random blocks (green)", fill="black")
     for p, seed in enumerate(seeds):
         x0, y0, w, h = p * W + pad, 40 + pad // 2, W - 2 * pad + 20, H - 2 * pad

@@ -1,0 +1,88 @@
+"""What the LLM arms of a `discover_ttt.py` run chose to do, step by step. Prints ONE JSON line last.
+
+Reads each arm's `samples.jsonl` (every rollout's program text, parent, validity and message) and reports, per
+arm and seed, for the programs written for a child state (a parent that is not the root):
+
+  - the start each program makes, read from its text: `restart` (it calls `eb.multistart`, a fresh start),
+    `coarsen` (its first line coarsens the parent) or `parent` (it works on the parent as it is);
+  - the share of each, and the valid rate, in the first and the second half of the run's steps;
+  - the most common failure messages of each half.
+
+A search that stops restarting keeps refining the basin it is in; that is what this measures.
+
+    python benchmarks/discover_choices.py --tag graded --seeds 1 2 3 \
+        --out benchmarks/results/discover_ttt/blocks_graded_choices.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+from ttlab.common.checkpoint import atomic_write_text
+
+STARTS = ("restart", "coarsen", "parent")
+
+
+def start_of(text: str) -> str:
+    """The start a composed program makes, from its text (see the module docstring)."""
+    if "eb.multistart(" in text:
+        return "restart"
+    code = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("#", "```"))]
+    return "coarsen" if code and "eb.coarsen(" in code[0] else "parent"
+
+
+def half_summary(rows: list[dict]) -> dict:
+    """Start shares and valid rate of child-state programs, and the top failure messages of all programs."""
+    child = [r for r in rows if r.get("parent", "s0") != "s0"]
+    starts = Counter(start_of(r.get("text", "")) for r in child)
+    fails = Counter(str(r.get("message", ""))[:80] for r in rows if not r.get("valid"))
+    n = max(1, len(child))
+    return {"programs": len(rows), "child_programs": len(child),
+            "start_share": {k: round(starts[k] / n, 3) for k in STARTS},
+            "child_valid": round(sum(bool(r.get("valid")) for r in child) / n, 3),
+            "valid": round(sum(bool(r.get("valid")) for r in rows) / max(1, len(rows)), 3),
+            "failures": [[m, c] for m, c in fails.most_common(4)]}
+
+
+def arm_summary(samples: Path) -> dict:
+    rows = [json.loads(ln) for ln in samples.read_text().splitlines() if ln.strip()]
+    if not rows:
+        raise ValueError(f"{samples}: no samples")
+    last = max(int(r["step"]) for r in rows)
+    cut = (last + 1) // 2  # steps 1..cut, cut+1..last
+    return {"steps": last, "first_half": half_summary([r for r in rows if int(r["step"]) <= cut]),
+            "second_half": half_summary([r for r in rows if int(r["step"]) > cut])}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tag", required=True, help="the discover_ttt.py run's --tag")
+    ap.add_argument("--seeds", type=int, nargs="+", required=True)
+    ap.add_argument("--arms", nargs="+", default=["trained", "frozen"], help="LLM arms (random_blocks has no text)")
+    ap.add_argument("--runs", default="runs", help="the discover_ttt.py --runs root")
+    ap.add_argument("--out", type=Path, help="write the JSON here too")
+    args = ap.parse_args()
+    res: dict = {"benchmark": "discover_choices", "tag": args.tag, "arms": {}}
+    for arm in args.arms:
+        for seed in args.seeds:
+            samples = Path(args.runs) / "discover" / f"ttt_{arm}_{args.tag}_s{seed}" / "samples.jsonl"
+            if not samples.exists():
+                sys.exit(f"discover_choices: error: {samples}: no such file (run discover_ttt.py with --tag "
+                         f"{args.tag} first)")
+            try:
+                res["arms"].setdefault(arm, {})[str(seed)] = arm_summary(samples)
+            except (ValueError, KeyError, json.JSONDecodeError) as e:
+                sys.exit(f"discover_choices: error: {samples}: unreadable samples ({e})")
+    line = json.dumps(res)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(args.out, line + "\n")
+    print(line)
+
+
+if __name__ == "__main__":
+    main()
