@@ -83,7 +83,7 @@ def to_tensors(clips: dict, mean: np.ndarray, std: np.ndarray, num_frames: int, 
 
 @torch.no_grad()
 def score(model, obj: Objective, frames: torch.Tensor, actions: torch.Tensor, branches: int, n_ctx: int,
-          sample_steps: int, seed: int = 0) -> dict[str, float]:
+          sample_steps: int, seed: int = 0, clip: float | None = 1.0) -> dict[str, float]:
     """True vs swapped actions on clips grouped by shared context (N = groups x branches, branch-major inside)."""
     model.eval()
     N = frames.shape[0]
@@ -94,7 +94,7 @@ def score(model, obj: Objective, frames: torch.Tensor, actions: torch.Tensor, br
 
     def predict(acts):
         g = torch.Generator().manual_seed(seed)
-        win = sample_window(model, obj, frames[:, :n_ctx], acts, frames.shape[1] - n_ctx, sample_steps, clip=1.0,
+        win = sample_window(model, obj, frames[:, :n_ctx], acts, frames.shape[1] - n_ctx, sample_steps, clip=clip,
                             generator=g, autocast_dtype=torch.bfloat16)  # x0 kept in the pixel range, as every scorer
         return win[:, n_ctx:].clamp(-1, 1)  # (N, G, 3, H, W)
 
@@ -147,6 +147,8 @@ def main() -> None:
     ap.add_argument("--action-map-sigma", type=float, default=1.5, help="overfit: blob width in pixels")
     ap.add_argument("--score-train", type=int, default=0, help="overfit with --train-pool: after the budget, also "
                     "score the first N training contexts")
+    ap.add_argument("--no-clip", action="store_true", help="sample without clipping x0 to the pixel range at each "
+                    "step (every scorer clips; this shows what the clip does)")
     ap.add_argument("--lr", type=float, default=6e-4)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, help="write the JSON here too")
@@ -160,18 +162,19 @@ def main() -> None:
     if args.score_train and not args.train_pool:
         ap.error("--score-train needs --train-pool")
     torch.set_num_threads(args.threads)
+    clip = None if args.no_clip else 1.0
     t0, load0 = time.time(), os.getloadavg()
     base = pusht_cpu()
     F, n_ctx, interval = base.num_frames, base.n_ctx, base.frame_interval
     clips = probe_set(args.seeds, args.branches, F, n_ctx, interval)
     out = {"benchmark": "wm_action_probe", "commit": git_rev(), "nproc": os.cpu_count(), "torch_threads": args.threads,
-           "seeds": args.seeds, "branches": args.branches, "clips": int(len(clips["frames"]))}
+           "seeds": args.seeds, "branches": args.branches, "clips": int(len(clips["frames"])), "x0_clip": clip}
     if args.run is not None:
         lw = load_world_model(args.run)
         key = "rel_actions" if lw.train_cfg.get("relative_actions", True) else "abs_actions"
         frames, actions = to_tensors(clips, lw.action_mean, lw.action_std, F, interval, key)
         out |= {"mode": "trained", "run": repo_relative(args.run), "step": lw.step, "injection": lw.model.cfg.injection,
-                "scores": score(lw.model, lw.obj, frames, actions, args.branches, n_ctx, base.sample_steps)}
+                "scores": score(lw.model, lw.obj, frames, actions, args.branches, n_ctx, base.sample_steps, clip=clip)}
     else:
         train_clips = clips
         if args.train_pool:  # many contexts, scored on held-out ones
@@ -214,7 +217,7 @@ def main() -> None:
             step += 1
             losses.append(float(loss.detach()))  # host sync: the probe is tiny, the curve is the point
             if step % args.eval_every == 0:
-                s = score(model, obj, frames, actions, args.branches, n_ctx, base.sample_steps)
+                s = score(model, obj, frames, actions, args.branches, n_ctx, base.sample_steps, clip=clip)
                 curve.append({"step": step, "minutes": round((time.time() - t_train) / 60, 2),
                               "loss": round(float(np.mean(losses[-args.eval_every:])), 5), **s})
                 print(json.dumps(curve[-1]), flush=True)
@@ -224,11 +227,11 @@ def main() -> None:
                 "change_weight": args.change_weight, "batch": args.batch, "lr": args.lr, "steps": step,
                 "train_minutes": round((time.time() - t_train) / 60, 2), "curve": curve,
                 "scores": curve[-1] if curve else score(model, obj, frames, actions, args.branches, n_ctx,
-                                                          base.sample_steps)}
+                                                          base.sample_steps, clip=clip)}
         if args.score_train:  # the open question: does it follow the actions on contexts it trained on?
             n = args.score_train * args.branches  # the pool is context-major: its first N contexts
             out["scores_train_contexts"] = {"contexts": args.score_train, **score(
-                model, obj, tr_frames[:n], tr_actions[:n], args.branches, n_ctx, base.sample_steps)}
+                model, obj, tr_frames[:n], tr_actions[:n], args.branches, n_ctx, base.sample_steps, clip=clip)}
     out |= {"wall_s": round(time.time() - t0, 1), "loadavg_before": [round(v, 2) for v in load0],
             "loadavg_end": [round(v, 2) for v in os.getloadavg()]}
     line = json.dumps(out)

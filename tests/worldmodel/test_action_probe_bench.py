@@ -25,7 +25,7 @@ def test_overfit_runs_the_asked_target_at_the_asked_width(tmp_path):
     res = json.loads(r.stdout.strip().splitlines()[-1])
     assert json.loads(out.read_text()) == res
     assert (res["target"], res["schedule"], res["hidden"], res["steps"]) == ("eps", "linear", 16, 2)
-    assert len(res["curve"]) == 1 and res["curve"][0]["step"] == 2
+    assert len(res["curve"]) == 1 and res["curve"][0]["step"] == 2 and res["x0_clip"] == 1.0
 
 
 def test_a_target_that_does_not_exist_is_one_line():
