@@ -76,6 +76,8 @@ def main() -> None:
     ap.add_argument("--action-map", choices=("none", "gaussian"), default="none", help="also draw the targets into "
                     "the frames they lead to (needs --abs-actions)")
     ap.add_argument("--action-map-sigma", type=float, default=1.5, help="blob width in pixels")
+    ap.add_argument("--change-weight", type=float, default=0.0, help="extra loss weight on the pixels that change "
+                    "from the last context frame (DiffusionConfig.change_weight; 0 = off)")
     ap.add_argument("--compile", action="store_true", help="train through torch.compile of the denoiser")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--run-name", default="evidence")
@@ -109,7 +111,8 @@ def main() -> None:
     cfg = replace(pusht_cpu(), data=str(data), threads=args.threads, run_name=args.run_name, root=args.root,
                   resume=args.resume, branch=replace(pusht_cpu().branch, frac=args.branch_frac),
                   relative_actions=not args.abs_actions, action_map=args.action_map,
-                  action_map_sigma=args.action_map_sigma, compile=args.compile)
+                  action_map_sigma=args.action_map_sigma, compile=args.compile,
+                  diffusion=replace(pusht_cpu().diffusion, change_weight=args.change_weight))
     if args.hidden or args.depth:
         cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
     run_dir = Path(cfg.root) / "wm" / cfg.run_name
