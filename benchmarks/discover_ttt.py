@@ -75,6 +75,8 @@ def preset_config(args, seed: int):
         cfg.policy.gen_batch_size = args.gen_batch_size
     if args.micro_batch:
         cfg.micro_batch = args.micro_batch
+    if args.start_steps:
+        cfg.init_tree = str(start_tree(args, seed))
     return cfg
 
 
@@ -108,6 +110,30 @@ def bootstrap(args, policy, seed: int) -> list[dict]:
     if not bootstrap_tree(args, seed).is_file():
         raise SystemExit(f"bootstrap: no tree at {bootstrap_tree(args, seed)}")
     return rows
+
+
+START_SEED_OFFSET = 100_003
+"""The shared start's programs and roots are drawn with seed + this, so the random arm does not redraw them."""
+
+
+def start_tree(args, seed: int) -> Path:
+    """Where the shared start (`--start-steps`) leaves its tree (every arm starts from it)."""
+    return Path(args.runs) / "discover" / f"ttt_start_{args.tag}_s{seed}" / "tree.json"
+
+
+def shared_start(args, seed: int) -> dict:
+    """`--start-steps` random-blocks steps from fresh roots, run ONCE per seed before the arms (kept when its tree
+    exists): no arm's proposer makes the first states, so the arms differ only in how they improve a tree."""
+    path = start_tree(args, seed)
+    if not path.is_file():
+        c = preset_config(args, seed)
+        c.init_tree, c.steps = None, args.start_steps
+        print(f"[start s{seed}] {args.start_steps} random-blocks step(s) from fresh roots", flush=True)
+        random_arm(c, seed + START_SEED_OFFSET, path.parent.name, str(Path(args.runs)), math.inf)
+    if not path.is_file():
+        raise SystemExit(f"--start-steps: no tree at {path}")
+    best = min(n["score"] for n in json.loads(path.read_text())["nodes"])
+    return {"tree": repo_relative(path), "best_c5": best}
 
 
 def run_arm(args, arm: str, seed: int, out: Path | None = None) -> dict:
@@ -303,6 +329,9 @@ def main() -> None:
                     help="TTT arm: log each update's log-prob change of positive / negative-advantage completions")
     ap.add_argument("--bootstrap-steps", type=int, default=0,
                     help="frozen steps run once per seed from fresh roots; the LLM arms start from its tree")
+    ap.add_argument("--start-steps", type=int, default=0,
+                    help="every arm starts from one shared tree: this many random-blocks steps from the seed's fresh "
+                         "roots, run once per seed (0: each arm starts from the roots)")
     ap.add_argument("--bootstrap-temperature", type=float, default=0.5, help="sampling temperature of the bootstrap")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per arm")
     ap.add_argument("--runs", default=str(ROOT / "runs"))
@@ -328,6 +357,10 @@ def main() -> None:
     bad = [a for a in arms if a not in ARMS]
     if bad or not arms:
         raise SystemExit(f"--arms {args.arms}: unknown arm(s) {bad} (choose from {', '.join(ARMS)})")
+    if args.start_steps and args.bootstrap_steps:
+        raise SystemExit("--start-steps and --bootstrap-steps: both set the arms' first tree; use one")
+    if args.start_steps < 0:
+        raise SystemExit(f"--start-steps {args.start_steps}: must be >= 0")
     if args.bootstrap_steps and "random_blocks" in arms:
         raise SystemExit("--bootstrap-steps: the random_blocks arm starts from the seed's fresh roots; drop one of them")
     try:
@@ -357,6 +390,7 @@ def main() -> None:
         for s, a in jobs:
             set_aside(args, s, a)
     prev = json.loads(Path(args.out).read_text()) if args.resume and Path(args.out).is_file() else {}
+    starts = {str(sd): shared_start(args, sd) for sd in seeds} if args.start_steps else {}
     warm_info, boots = warm(args, seeds, bool(llm)) if jobs else (prev.get("warm_start", {}), {})
     if args.jobs <= 0:
         for s, a in jobs:
@@ -398,6 +432,7 @@ def main() -> None:
            "bootstrap": {"steps": args.bootstrap_steps, "temperature": args.bootstrap_temperature,
                          "rows": {str(s): r for s, r in boots.items()},
                          "trees": {str(s): repo_relative(bootstrap_tree(args, s)) for s in boots}},
+           "start": {"steps": args.start_steps, "seed_offset": START_SEED_OFFSET, "by_seed": starts},
            "warm_start": warm_info, "partial": bool(incomplete), "incomplete": incomplete,
            "summary_note": "each seed's arms compared over the steps all of them reached (equal evaluations)",
            "summary": summary, "targets": comparison_targets(summary), "runs": runs,

@@ -33,6 +33,25 @@ def test_search_end_to_end_then_resume(tmp_path):
     assert tree2["total"] == 8 and tree2["step"] == 4 and rec2["score"] <= rec["score"]
 
 
+def test_search_starts_from_an_earlier_tree_and_refuses_a_forged_one(tmp_path):
+    cfg = search_debug()
+    cfg.root, cfg.run_name = str(tmp_path), "a"
+    first = run_search(cfg, log=lambda *_: None)
+    src = tmp_path / "discover" / "a" / "tree.json"
+    cfg.run_name, cfg.init_tree = "b", str(src)
+    second = run_search(cfg, log=lambda *_: None)
+    grown = json.loads((tmp_path / "discover" / "b" / "tree.json").read_text())
+    assert grown["total"] == 8 and second["score"] <= first["score"]  # 4 expansions on top of the earlier 4
+    forged = json.loads(src.read_text())
+    forged["nodes"][0]["reward"] += 0.01  # a stored reward the verifier does not reproduce
+    bad = tmp_path / "forged.json"
+    bad.write_text(json.dumps(forged))
+    cfg.run_name, cfg.init_tree = "c", str(bad)
+    with pytest.raises(ValueError, match="verifies to"):
+        run_search(cfg, log=lambda *_: None)
+    assert not (tmp_path / "discover" / "c").exists()  # refused before the run directory
+
+
 def test_cli_verify(tmp_path, capsys):
     f = tmp_path / "h.json"
     f.write_text(json.dumps({"h": [0.5] * 10}))

@@ -144,3 +144,26 @@ def test_resume_keeps_complete_arms_and_collect_labels_a_cut_run_partial_at_equa
 def test_resume_and_collect_need_the_runs_tag():
     p = _bench("--resume")
     assert p.returncode != 0 and "--tag" in p.stderr
+
+
+def test_shared_start_tree_is_every_arms_first_tree(tmp_path):
+    """`--start-steps 1`: one random-blocks step per seed, run once; every arm's tree holds its states, and no arm
+    ends above the start's best (the start's states are in every arm's tree)."""
+    model = make_tiny_model(tmp_path / "tiny")
+    out = tmp_path / "r.json"
+    common = ("--preset", "debug_blocks", "--model", str(model), "--arms", "frozen,random_blocks", "--seeds", "1",
+              "--tuning-seed", "0", "--steps", "1", "--jobs", "0", "--runs", str(tmp_path / "runs"), "--tag", "st",
+              "--start-steps", "1", "--out", str(out), "--png", str(tmp_path / "r.png"))
+    p = _bench(*common, env={"TTLAB_CACHE": str(tmp_path / "cache")})
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(out.read_text())
+    start = res["start"]["by_seed"]["1"]
+    assert res["start"]["steps"] == 1 and start["tree"].endswith("ttt_start_st_s1/tree.json")
+    start_ids = {n["id"] for n in json.loads((tmp_path / "runs" / "discover" / "ttt_start_st_s1" / "tree.json")
+                                             .read_text())["nodes"]}
+    for arm in ("frozen", "random_blocks"):
+        tree = json.loads((tmp_path / "runs" / "discover" / f"ttt_{arm}_st_s1" / "tree.json").read_text())
+        assert start_ids & {n["id"] for n in tree["nodes"]}  # the arm grew the shared tree
+        assert res["summary"]["1"][arm]["best_c5"] <= start["best_c5"] + 1e-15
+    both = _bench(*common, "--bootstrap-steps", "1")
+    assert both.returncode != 0 and "use one" in both.stderr

@@ -100,6 +100,9 @@ class SearchConfig:
     """Address-space limit per program (MiB)."""
     init_states: int = 4
     """Random initial constructions (tree roots) for a new run."""
+    init_tree: str = ""
+    """Start a new run from this tree (the tree.json of an earlier run) instead of `init_states` fresh roots;
+    every construction in it is re-verified."""
     puct_c: float = 1.0
     """PUCT exploration constant c."""
     keep_children: int = 8

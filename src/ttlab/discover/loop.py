@@ -26,6 +26,7 @@ from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages
 from ttlab.discover.blocks import clock_wall_factor, program_meta, with_blocks
 from ttlab.discover.config import SearchConfig
+from ttlab.discover.init_tree import load_verified_tree
 from ttlab.discover.llm.http_proposer import HTTPProposer
 from ttlab.discover.proposers import LibraryProposer, Proposer, library_programs, read_settings
 from ttlab.discover.provenance import Judge, Known, program_hash
@@ -131,11 +132,17 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
     task = get_task(cfg.task)
     proposer = proposer or make_proposer(cfg)  # before the run dir: a bad flag leaves nothing behind
     known = Known.for_task(task, cfg.known)
+    start = (load_verified_tree(cfg.init_tree, task, cfg.puct_c, cfg.keep_children, cfg.max_roots)
+             if cfg.init_tree and not cfg.resume else None)  # before the run dir, like the proposer
     run = make_run_dir("discover", cfg, cfg.run_name, cfg.root, cfg.resume)
     tree_path = run.file("tree.json")
     if cfg.resume and tree_path.exists():
         tree = PUCTTree.load(tree_path)
         log(f"resumed {tree_path}: {len(tree.nodes)} states, {tree.total} expansions, step {tree.step}")
+    elif start is not None:
+        tree = start
+        log(f"started from {cfg.init_tree}: {len(tree.nodes)} states, best {task.name} score "
+            f"{tree.best().score:.9f}")
     else:
         tree = PUCTTree(cfg.puct_c, cfg.keep_children, cfg.max_roots)
         for x in task.initial_states(np.random.default_rng(cfg.seed), cfg.init_states):

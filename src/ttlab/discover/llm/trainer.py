@@ -41,6 +41,7 @@ from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages, group_betas, group_betas_at_cap
 from ttlab.discover.blocks import clock_wall_factor, with_blocks
 from ttlab.discover.config import TrainConfig
+from ttlab.discover.init_tree import load_verified_tree
 from ttlab.discover.llm.generation import Generation
 from ttlab.discover.llm.learn import learn
 from ttlab.discover.llm.policy import LLMPolicy
@@ -113,21 +114,7 @@ class Trainer:
 
     def _load_init_tree(self, path: Path) -> PUCTTree:
         """`--init-tree`: an earlier run's tree; every node is re-verified and must match its stored reward."""
-        if not path.is_file():
-            raise FileNotFoundError(f"--init-tree {path}: no such file")
-        tree = PUCTTree.load(path)
-        if not tree.nodes:
-            raise ValueError(f"--init-tree {path}: the tree has no states")
-        tree.c, tree.keep_children, tree.max_roots = self.cfg.puct_c, self.cfg.keep_children, self.cfg.max_roots
-        for node in tree.nodes.values():
-            r = self.task.verify(node.array())
-            if not r.valid:
-                raise ValueError(f"--init-tree {path}: state {node.id} is not a valid {self.task.name} "
-                                 f"construction ({r.message})")
-            if not math.isclose(float(r.reward), node.reward, rel_tol=1e-9, abs_tol=1e-12):
-                raise ValueError(f"--init-tree {path}: state {node.id} stores reward {node.reward!r} but verifies "
-                                 f"to {r.reward!r}")
-        return tree
+        return load_verified_tree(path, self.task, self.cfg.puct_c, self.cfg.keep_children, self.cfg.max_roots)
 
     # ---- one step ------------------------------------------------------------------------------
     def _prompt(self, node) -> str:

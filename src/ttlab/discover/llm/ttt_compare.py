@@ -60,7 +60,7 @@ def random_arm(c: TrainConfig, seed: int, run_name: str, root: str, wall_budget:
                       program_budget_s=c.program_budget_s, grace_s=c.grace_s, program_clock=c.program_clock,
                       memory_mb=c.memory_mb,
                       init_states=c.init_states, puct_c=c.puct_c, keep_children=c.keep_children, max_roots=c.max_roots,
-                      seed=seed, run_name=run_name, root=root, max_steps=c.steps)
+                      seed=seed, run_name=run_name, root=root, max_steps=c.steps, init_tree=str(c.init_tree or ""))
     rows: list[dict] = []
     last = {"evals": 0, "valid": 0, "t": 0.0}
 
