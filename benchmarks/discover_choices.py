@@ -22,7 +22,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from ttlab.common.checkpoint import atomic_write_text
+from ttlab.common.result_file import emit_result
 
 STARTS = ("restart", "coarsen", "parent")
 
@@ -77,11 +77,7 @@ def main() -> None:
                 res["arms"].setdefault(arm, {})[str(seed)] = arm_summary(samples)
             except (ValueError, KeyError, json.JSONDecodeError) as e:
                 sys.exit(f"discover_choices: error: {samples}: unreadable samples ({e})")
-    line = json.dumps(res)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(args.out, line + "\n")
-    print(line)
+    emit_result(res, args.out, indent=None)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from discover_choices import start_of
-from ttlab.common.checkpoint import atomic_write_text
+from ttlab.common.result_file import emit_result
 
 
 def _scores_by_step(rows: list[dict]) -> dict[int, list[float | None]]:
@@ -100,11 +100,7 @@ def main() -> None:
             res["mean"][arm] = {"first_best_c5": statistics.mean(v[s]["first"]["best_c5"] for s in seeds),
                                 "later_gain": statistics.mean(v[s]["later_gain"] for s in seeds),
                                 "final_c5": statistics.mean(v[s]["final_c5"] for s in seeds)}
-    line = json.dumps(res)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(args.out, line + "\n")
-    print(line)
+    emit_result(res, args.out, indent=None)
 
 
 if __name__ == "__main__":

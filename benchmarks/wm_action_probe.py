@@ -40,8 +40,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.data import repo_relative
+from ttlab.common.result_file import emit_result
 from ttlab.worldmodel.data.branches import branch_pool
 from ttlab.worldmodel.data.dino_wm import PUSHT_WORKSPACE
 from ttlab.worldmodel.data.pusht import branch_clips
@@ -234,11 +234,7 @@ def main() -> None:
                 model, obj, tr_frames[:n], tr_actions[:n], args.branches, n_ctx, base.sample_steps, clip=clip)}
     out |= {"wall_s": round(time.time() - t0, 1), "loadavg_before": [round(v, 2) for v in load0],
             "loadavg_end": [round(v, 2) for v in os.getloadavg()]}
-    line = json.dumps(out)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(args.out, line + "\n")
-    print(line)
+    emit_result(out, args.out, indent=None)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ttlab.common.checkpoint import atomic_write_text
 
-def emit_result(res: dict, out: str | Path | None) -> None:
-    """Write `res` to `out` (indented, parents created) if given, then print it as one JSON line."""
+
+def emit_result(res: dict, out: str | Path | None, indent: int | None = 1) -> None:
+    """Write `res` to `out` (atomically, parents created; indented unless `indent` is None) if given, then print it
+    as one JSON line."""
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps(res, indent=1) + "\n")
+        atomic_write_text(Path(out), json.dumps(res, indent=indent) + "\n")
     print(json.dumps(res))
