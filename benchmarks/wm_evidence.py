@@ -180,7 +180,8 @@ def main() -> None:
                                                        ("other actions", rpo[:n_gif])]).stat().st_size
 
     names = ("model", "model_other_actions", "copy_last", "mean_frame", "blend")
-    keys = ("psnr", "ssim", "tee_px", "tee_deg", "agent_px", "tee_ink_ratio", "agent_ink_ratio")
+    keys = ("psnr", "ssim", "tee_px", "tee_deg", "agent_px", "tee_ink_ratio", "tee_kept", "tee_placed",
+            "agent_ink_ratio")
     res = {
         "benchmark": "wm_evidence", "commit": commit, "commit_at_end": git_rev(), "nproc": os.cpu_count(),
         "torch_threads": args.threads, "loadavg_before": r(list(load_before), 2), "loadavg_end": r(list(os.getloadavg()), 2),

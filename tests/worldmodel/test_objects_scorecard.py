@@ -11,6 +11,7 @@ from ttlab.worldmodel.objects import (
     TEE_RGB,
     blur_frames,
     ink_counts,
+    ink_in_place,
     pose_errors,
     pose_targets,
     read_poses,
@@ -43,6 +44,27 @@ def test_ink_sees_the_t_and_the_agent_and_a_blur_loses_them(episode):
     assert ink_counts(white)["tee"].sum() == 0
     solid = torch.tensor(TEE_RGB, dtype=torch.float32).view(3, 1, 1) / 127.5 - 1
     assert ink_counts(solid.expand(3, 8, 8))["tee"] == 64 and AGENT_RGB != TEE_RGB
+
+
+def test_ink_in_place_tells_a_shifted_t_from_a_blur_and_from_a_speckle_cloud(episode):
+    frames = to_model_frames(episode["frames"][:6])  # (6, 3, 64, 64)
+    same = ink_in_place(frames, frames)
+    assert torch.equal(same["kept"], torch.ones(6)) and torch.equal(same["placed"], torch.ones(6))
+    shifted = ink_in_place(torch.roll(frames, 1, dims=-1), frames)  # the rigid T one pixel off
+    assert (shifted["kept"] > 0.95).all() and (shifted["placed"] > 0.95).all()
+    far = ink_in_place(torch.roll(frames, 6, dims=-1), frames)  # six pixels off: mostly not in place
+    assert (far["kept"] < 0.8).all() and (far["placed"] < 0.8).all()
+    assert (ink_in_place(blur_frames(frames), frames)["kept"] < 0.7).all()
+    # T-coloured speckle: as much ink as the T, a third of it on the T and the rest scattered around it
+    tee = torch.tensor(TEE_RGB, dtype=torch.float32).view(3, 1, 1) / 127.5 - 1
+    g = torch.Generator().manual_seed(0)
+    cloud = frames.clone()
+    on_tee = ink_counts(frames)["tee"][0]
+    spots = torch.rand(6, 1, 64, 64, generator=g) < (2 * on_tee / 3) / (64 * 64)
+    cloud = torch.where(spots, tee, torch.where(torch.rand(6, 1, 64, 64, generator=g) < 0.66, 1.0, cloud))
+    speckle = ink_in_place(cloud, frames)
+    assert (ink_counts(cloud)["tee"] > 0.5 * ink_counts(frames)["tee"]).all()  # plenty of ink by count
+    assert (speckle["placed"] < 0.7).all()
 
 
 def test_pose_errors_in_pixels_and_degrees():
@@ -91,10 +113,12 @@ def test_baselines_name_the_lag_that_episodes_are_too_short_for():
         fit_baselines(_ShortSource(), np.arange(2), interval=5, max_lag=3)
 
 
-def _scores(model_psnr: float, tee_px: list[float], ink: float, other_psnr: float) -> dict:
-    """A scorecard result (`score_windows` / `score_rollouts` keys) with fixed baselines."""
+def _scores(model_psnr: float, tee_px: list[float], ink: float, other_psnr: float, placed: float = 0.9) -> dict:
+    """A scorecard result (`score_windows` / `score_rollouts` keys) with fixed baselines; the T's ink kept is
+    `ink` capped at 1, its ink placed `placed`."""
     out = {"n_ctx": 2, "model/psnr": model_psnr, "model/ssim": 0.8, "model/tee_px/by_lag": tee_px,
            "model/tee_px": sum(tee_px) / len(tee_px), "model/tee_ink_ratio/by_lag": [ink] * 22,
+           "model/tee_kept/by_lag": [min(ink, 1.0)] * 22, "model/tee_placed/by_lag": [placed] * 22,
            "model/agent_ink_ratio": 0.6, "model/agent_px": 1.5, "model_other_actions/psnr": other_psnr,
            "model_other_actions/tee_px": 4.0, "copy_last/tee_px/by_lag": [2.0, 4.0, 6.0]}
     for name, (ps, ss) in {"copy_last": (25.0, 0.7), "mean_frame": (15.0, 0.5), "blend": (26.0, 0.75)}.items():
@@ -116,4 +140,7 @@ def test_scorecard_targets_are_met_only_past_every_baseline_and_every_margin():
                    "tee_ink_at_rollout_frame_8_at_least_0.8": False, "agent_drawn": True,
                    "true_actions_beat_other_by_2db_windows": False,
                    "true_actions_halve_tee_pose_error_windows": False}  # mean 2.17 px, over half the other 4.0 px
+    # enough ink by count, but most of it off the T (a speckle cloud): the ink target is not met
+    t = scorecard_targets(_scores(27.0, [1.0, 2.0, 3.0], 0.9, 24.0), _scores(26.5, [1.0, 2.0, 3.0], 1.3, 24.0, 0.5))
+    assert t["tee_ink_at_rollout_frame_8_at_least_0.8"] == {"value": 1.3, "kept": 1.0, "placed": 0.5, "met": False}
 

@@ -138,13 +138,36 @@ def pose_errors(pred: torch.Tensor, true: torch.Tensor, resolution: int = 64) ->
     return {"agent_px": agent, "tee_px": tee, "tee_deg": d.abs() * 180.0 / math.pi}
 
 
+def _near(mask: torch.Tensor, px: int) -> torch.Tensor:
+    """bool (..., H, W) -> the pixels within `px` (Chebyshev) of a True pixel."""
+    lead = mask.shape[:-2]
+    m = mask.reshape(-1, 1, *mask.shape[-2:]).float()
+    return (F.max_pool2d(m, 2 * px + 1, stride=1, padding=px) > 0).reshape(*lead, *mask.shape[-2:])
+
+
+def ink_in_place(pred: torch.Tensor, true: torch.Tensor, rgb: tuple[int, int, int] = TEE_RGB,
+                 px: int = 1) -> dict[str, torch.Tensor]:
+    """Where a colour's ink is, not only how much: per frame of (..., 3, H, W) frames,
+    `kept` = share of the true ink with predicted ink within `px` pixels (1 when there is no true ink), and
+    `placed` = share of the predicted ink within `px` pixels of true ink (1 when nothing is drawn). A rigid copy
+    shifted by <= px scores 1 and 1; a blurred-away object low `kept`; a speckle cloud around it low `placed`."""
+    mp, mt = colour_mask(pred, rgb), colour_mask(true, rgb)
+    n_p, n_t = mp.sum(dim=(-2, -1)).float(), mt.sum(dim=(-2, -1)).float()
+    kept = (mt & _near(mp, px)).sum(dim=(-2, -1)).float()
+    placed = (mp & _near(mt, px)).sum(dim=(-2, -1)).float()
+    return {"kept": torch.where(n_t > 0, kept / n_t.clamp(min=1.0), torch.ones_like(n_t)),
+            "placed": torch.where(n_p > 0, placed / n_p.clamp(min=1.0), torch.ones_like(n_p))}
+
+
 def object_scores(pred: torch.Tensor, true: torch.Tensor, true_pose: torch.Tensor) -> dict:
     """Per-frame object scores of predicted frames (..., 3, H, W) against the true frames and the simulator's
-    poses (..., 6): ink ratios (pred count / true count, per frame) and pose errors of `read_poses`."""
+    poses (..., 6): ink ratios (pred count / true count, per frame), the T's ink kept and placed
+    (`ink_in_place`) and pose errors of `read_poses`."""
     ip, it = ink_counts(pred), ink_counts(true)
+    tee = ink_in_place(pred, true)
     err = pose_errors(read_poses(pred), true_pose, pred.shape[-1])
     return {"tee_ink_ratio": ip["tee"] / it["tee"].clamp(min=1.0), "agent_ink_ratio": ip["agent"] / it["agent"].clamp(
-        min=1.0), **err}
+        min=1.0), "tee_kept": tee["kept"], "tee_placed": tee["placed"], **err}
 
 
 def blur_frames(frames: torch.Tensor, sigma: float = 1.5) -> torch.Tensor:

@@ -207,8 +207,16 @@ def scorecard_targets(w: dict, ro: dict) -> dict:
     out["tee_pose_error_at_most_half_copy_last_lags_1_3"] = {
         "model_px": _r(lag_model), "copy_last_px": _r(lag_copy),
         "met": all(a <= 0.5 * b for a, b in zip(lag_model, lag_copy, strict=True))}
-    ink8 = ro["model/tee_ink_ratio/by_lag"][8 - ro["n_ctx"]]
-    out["tee_ink_at_rollout_frame_8_at_least_0.8"] = {"value": _r(ink8), "met": ink8 >= 0.8}
+    i8 = 8 - ro["n_ctx"]
+    ink8 = ro["model/tee_ink_ratio/by_lag"][i8]
+    kept8, placed8 = ro.get("model/tee_kept/by_lag", [None] * (i8 + 1))[i8], ro.get(
+        "model/tee_placed/by_lag", [None] * (i8 + 1))[i8]
+    # the ink must be the T's: a speckle cloud around the T reaches any ink ratio, so the ratio is reported and the
+    # target asks that 80% of the true T's pixels be drawn (within 1 px) and 80% of the drawn ink be on the T
+    out["tee_ink_at_rollout_frame_8_at_least_0.8"] = {
+        "value": _r(ink8), "kept": None if kept8 is None else _r(kept8),
+        "placed": None if placed8 is None else _r(placed8),
+        "met": kept8 is not None and kept8 >= 0.8 and placed8 >= 0.8}
     out["agent_drawn"] = {"window_agent_ink_ratio": _r(m(w, "model", "agent_ink_ratio")),
                           "rollout_agent_ink_ratio": _r(m(ro, "model", "agent_ink_ratio")),
                           "window_agent_px": _r(m(w, "model", "agent_px")),
