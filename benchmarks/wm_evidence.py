@@ -78,6 +78,8 @@ def main() -> None:
     ap.add_argument("--action-map-sigma", type=float, default=1.5, help="blob width in pixels")
     ap.add_argument("--change-weight", type=float, default=0.0, help="extra loss weight on the pixels that change "
                     "from the last context frame (DiffusionConfig.change_weight; 0 = off)")
+    ap.add_argument("--seed", type=int, default=0, help="training seed (init, batches, noise); the held-out "
+                    "episodes stay those of seed 0, so seeds are scored on the same set")
     ap.add_argument("--compile", action="store_true", help="train through torch.compile of the denoiser")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--run-name", default="evidence")
@@ -112,7 +114,8 @@ def main() -> None:
                   resume=args.resume, branch=replace(pusht_cpu().branch, frac=args.branch_frac),
                   relative_actions=not args.abs_actions, action_map=args.action_map,
                   action_map_sigma=args.action_map_sigma, compile=args.compile,
-                  diffusion=replace(pusht_cpu().diffusion, change_weight=args.change_weight))
+                  diffusion=replace(pusht_cpu().diffusion, change_weight=args.change_weight),
+                  seed=args.seed, split_seed=0)
     if args.hidden or args.depth:
         cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
     run_dir = Path(cfg.root) / "wm" / cfg.run_name
@@ -198,7 +201,8 @@ def main() -> None:
                   "minutes": r(tr["seconds"] / 60, 2), "stopped_by_wall_clock": tr["stopped_by_wall_clock"],
                   "resumed": args.resume, "eval_only": args.eval_only,
                   "compile": cfg.compile, "run_config": {k: saved.get(k) for k in (
-                      "diffusion", "branch", "injection", "relative_actions", "action_map", "action_map_sigma", "seed")}},
+                      "diffusion", "branch", "injection", "relative_actions", "action_map", "action_map_sigma", "seed",
+                      "split_seed")}},
         "blend_alpha_by_lag": r(base.blend_alpha, 3),
         "windows": {"count": w["count"], "n_ctx": w["n_ctx"], "predicted": w["predicted"],
                     "seed_pair_psnr": r(w["seed_pair/psnr"]), "seed_pair_psnr/by_lag": r(w["seed_pair/psnr/by_lag"]),
