@@ -23,16 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 from ttlab.common.result_file import emit_result
-
-STARTS = ("restart", "coarsen", "parent")
-
-
-def start_of(text: str) -> str:
-    """The start a composed program makes, from its text (see the module docstring)."""
-    if "eb.multistart(" in text:
-        return "restart"
-    code = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith(("#", "```"))]
-    return "coarsen" if code and "eb.coarsen(" in code[0] else "parent"
+from ttlab.discover.starts import STARTS, start_of
 
 
 def half_summary(rows: list[dict]) -> dict:

@@ -25,8 +25,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from discover_choices import start_of
 from ttlab.common.result_file import emit_result
+from ttlab.discover.starts import start_of
 
 
 def _scores_by_step(rows: list[dict]) -> dict[int, list[float | None]]:

@@ -67,6 +67,8 @@ def preset_config(args, seed: int):
         cfg.rollouts_per_state = args.rollouts_per_state
     if args.fail_mode:
         cfg.fail_mode = args.fail_mode
+    if args.adv_group:
+        cfg.adv_group = args.adv_group
     if args.temperature:
         cfg.policy.temperature = args.temperature
     if args.max_new_tokens:
@@ -324,6 +326,8 @@ def main() -> None:
     ap.add_argument("--micro-batch", type=int, default=0, help="override the preset's learner micro-batch")
     ap.add_argument("--fail-mode", default="", choices=("", "floor", "zero"),
                     help="failed rollouts' place per group (default: the preset's)")
+    ap.add_argument("--adv-group", default="", choices=("", "state", "state_start"),
+                    help="override the preset's advantage groups (state_start: per state and program start)")
     ap.add_argument("--temperature", type=float, default=0.0, help="override the preset's sampling temperature")
     ap.add_argument("--probe-update", action="store_true",
                     help="TTT arm: log each update's log-prob change of positive / negative-advantage completions")
@@ -426,7 +430,7 @@ def main() -> None:
            "tuning_seed": args.tuning_seed, "steps": args.steps, "lr": c.lr, "temperature": c.policy.temperature,
            "rollouts_per_step": c.states_per_step * c.rollouts_per_state, "states_per_step": c.states_per_step,
            "program_budget_s": c.program_budget_s, "wall_budget": args.wall_budget or "none",
-           "fail_mode": c.fail_mode, "threads_per_arm": args.threads, "jobs": args.jobs,
+           "fail_mode": c.fail_mode, "adv_group": c.adv_group, "threads_per_arm": args.threads, "jobs": args.jobs,
            "title": f"TTT-Discover {args.preset}, Erdős, {c.states_per_step * c.rollouts_per_state} programs/step, "
                     f"T {c.policy.temperature}, lr {c.lr:g}",
            "bootstrap": {"steps": args.bootstrap_steps, "temperature": args.bootstrap_temperature,

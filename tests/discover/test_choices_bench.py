@@ -8,10 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from ttlab.discover.starts import start_of
 
-import discover_choices as dc  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 RESTART = "    h, c = eb.multistart(19, clock.until(0.2), rng)\n    return eb.finish(h)\n```"
 COARSEN = "    h = eb.coarsen(h, 8)\n    h, c = eb.refine(h, clock.until(0.9), 204)\n    return eb.finish(h)\n```"
@@ -19,11 +18,11 @@ PARENT = "    # keep it\n    h, c = eb.refine(h, clock.until(0.9), 204)\n    ret
 
 
 def test_start_read_from_the_program_text():
-    assert dc.start_of(RESTART) == "restart"
-    assert dc.start_of(COARSEN) == "coarsen"
-    assert dc.start_of(PARENT) == "parent"
-    assert dc.start_of("    h = eb.refine(h)\n    h = eb.coarsen(h, 2)\n    h, c = eb.multistart(4)") == "restart"
-    assert dc.start_of("    h = eb.refine(h)\n    h = eb.coarsen(h, 2)") == "parent"  # a later coarsen is not the start
+    assert start_of(RESTART) == "restart"
+    assert start_of(COARSEN) == "coarsen"
+    assert start_of(PARENT) == "parent"
+    assert start_of("    h = eb.refine(h)\n    h = eb.coarsen(h, 2)\n    h, c = eb.multistart(4)") == "restart"
+    assert start_of("    h = eb.refine(h)\n    h = eb.coarsen(h, 2)") == "parent"  # a later coarsen is not the start
 
 
 def _row(step, parent, text, valid=True, message="C5 = 0.381"):

@@ -15,6 +15,7 @@ import torch
 
 from ttlab.common.checkpoint import load_checkpoint
 from ttlab.common.data import shared_data_file
+from ttlab.discover.advantages import group_advantages
 from ttlab.discover.llm import trainer as trainer_mod
 from ttlab.discover.llm.presets import debug
 from ttlab.discover.llm.tiny import make_tiny_model
@@ -87,6 +88,25 @@ def test_advantages_are_grouped_by_the_state_each_sample_came_from(tiny_dir, tmp
         tr.close()
     assert seen["method"] == "entropic" and seen["fail_mode"] == "floor"
     assert seen["ids"] == [chosen[0]] * 3 + [chosen[1]] * 3
+
+
+def test_start_grouped_advantages_rank_a_restart_only_against_restarts():
+    restart = "    h, c = eb.multistart(24, clock.until(0.2), rng)\n    return eb.finish(h)\n```"
+    parent = "    h, c = eb.refine(h, clock.until(0.9), 204)\n    return eb.finish(h)\n```"
+    texts = [restart, restart, parent, parent]
+    assert trainer_mod.advantage_groups(["s1"] * 4, texts) == ["s1"] * 4
+    groups = trainer_mod.advantage_groups(["s1"] * 4, texts, "state_start")
+    assert groups == ["s1|restart", "s1|restart", "s1|parent", "s1|parent"]
+    rewards, valid = np.array([1.0, 2.0, 5.0, 6.0]), np.ones(4, dtype=bool)  # restarts worse than refinements
+    by_state, _ = group_advantages(rewards, valid, ["s1"] * 4)
+    by_start, _ = group_advantages(rewards, valid, groups)
+    assert by_state[1] < 0  # the better restart is pushed down with the paper's groups
+    assert by_start[1] > 0 and by_start[0] < 0 and by_start[3] > 0  # each start's better program is pushed up
+
+
+def test_an_unknown_advantage_group_is_refused(tiny_dir, tmp_path, patched):
+    with pytest.raises(ValueError, match="--adv-group"):
+        Trainer(cfg_for(tiny_dir, tmp_path, "bad", adv_group="start"), log=lambda *_: None)
 
 
 def test_resume_restores_tree_optimizer_and_continues_exactly(tiny_dir, tmp_path, patched):

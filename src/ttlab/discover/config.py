@@ -301,6 +301,11 @@ class TrainConfig:
     fail_mode: str = "floor"
     """Where failed rollouts sit on a group's reward scale: floor (one valid spread below the worst valid
     sample) | zero (raw reward 0, the reference's); see `advantages.group_rewards`."""
+    adv_group: str = "state"
+    """What an advantage group is: state (every rollout of one PUCT state, the paper) | state_start (the rollouts
+    of one state that make the same start, `starts.start_of`: restart, coarsen or parent). With state_start a
+    start is compared only with programs that made the same start, so the update does not move how often each
+    start is chosen, only how each is written (Erdős block programs; not in the paper)."""
     micro_batch: int = 8
     """Samples per forward/backward (gradient accumulation over the step's batch)."""
     executor: str = "local"

@@ -51,8 +51,17 @@ from ttlab.discover.prompts import ANSWER_PREFIXES, PROMPT_FORMATS, PromptState,
 from ttlab.discover.provenance import Judge, Known, Provenance, program_hash
 from ttlab.discover.puct import PUCTTree
 from ttlab.discover.sandbox import Job, Limits, SandboxResult, batch_deadline_s, result_within
+from ttlab.discover.starts import start_of
 from ttlab.discover.tasks import get_task
 from ttlab.discover.tasks.base import VerifyResult
+
+
+def advantage_groups(state_ids: list[str], texts: list[str], mode: str = "state") -> list[str]:
+    """The advantage group of each rollout: its state's id, or (`state_start`) its state's id and the start its
+    program makes (`starts.start_of`), so a start is only ranked against programs that made the same one."""
+    if mode == "state":
+        return list(state_ids)
+    return [f"{sid}|{start_of(t)}" for sid, t in zip(state_ids, texts, strict=True)]
 
 
 class Trainer:
@@ -62,6 +71,8 @@ class Trainer:
         self.cfg, self.log = cfg, log
         if cfg.advantage not in ("entropic", "grpo"):
             raise ValueError(f"--advantage {cfg.advantage!r}: expected entropic or grpo")
+        if cfg.adv_group not in ("state", "state_start"):
+            raise ValueError(f"--adv-group {cfg.adv_group!r}: expected state or state_start")
         if cfg.fail_mode not in ("floor", "zero"):
             raise ValueError(f"--fail-mode {cfg.fail_mode!r}: expected floor or zero")
         if cfg.states_per_step < 1 or cfg.rollouts_per_state < 1:
@@ -181,13 +192,14 @@ class Trainer:
         rewards = np.array([vr.reward if pr.counted else 0.0 for (_, vr), pr in zip(results, provs, strict=True)],
                            dtype=np.float64)
         valid = np.array([pr.counted for pr in provs], dtype=bool)  # a copy is a failed sample
-        adv, keep = group_advantages(rewards, valid, sids, cfg.advantage, cfg.fail_mode)
+        groups = advantage_groups(sids, [g.text for g in gens], cfg.adv_group)
+        adv, keep = group_advantages(rewards, valid, groups, cfg.advantage, cfg.fail_mode)
         adv_raw_max = float(np.abs(adv).max()) if adv.size else 0.0
         if cfg.adv_clip > 0:  # optional; the estimator is bounded
             adv = np.clip(adv, -cfg.adv_clip, cfg.adv_clip)
         # the beta each kept group was solved for (on its scaled rewards, failures included)
-        betas = group_betas(rewards, valid, sids, cfg.fail_mode) if cfg.advantage == "entropic" else []
-        capped = group_betas_at_cap(rewards, valid, sids, cfg.fail_mode) if cfg.advantage == "entropic" else []
+        betas = group_betas(rewards, valid, groups, cfg.fail_mode) if cfg.advantage == "entropic" else []
+        capped = group_betas_at_cap(rewards, valid, groups, cfg.fail_mode) if cfg.advantage == "entropic" else []
         t0 = time.perf_counter()
         lstats = {"learn/samples": 0} if cfg.frozen else learn(self.policy, self.opt, gens, adv, keep, cfg)
         if self.device.type == "cuda":
