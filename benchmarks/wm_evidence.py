@@ -78,6 +78,9 @@ def main() -> None:
     ap.add_argument("--action-map-sigma", type=float, default=1.5, help="blob width in pixels")
     ap.add_argument("--change-weight", type=float, default=0.0, help="extra loss weight on the pixels that change "
                     "from the last context frame (DiffusionConfig.change_weight; 0 = off)")
+    ap.add_argument("--context-noise", type=float, default=0.0,
+                    help="train on context frames with sigma ~ U(0, this) Gaussian noise added, the anchor included "
+                    "(DiffusionConfig.context_noise, frames in [-1, 1]; 0 = off)")
     ap.add_argument("--seed", type=int, default=0, help="training seed (init, batches, noise); the held-out "
                     "episodes stay those of seed 0, so seeds are scored on the same set")
     ap.add_argument("--compile", action="store_true", help="train through torch.compile of the denoiser")
@@ -114,7 +117,8 @@ def main() -> None:
                   resume=args.resume, branch=replace(pusht_cpu().branch, frac=args.branch_frac),
                   relative_actions=not args.abs_actions, action_map=args.action_map,
                   action_map_sigma=args.action_map_sigma, compile=args.compile,
-                  diffusion=replace(pusht_cpu().diffusion, change_weight=args.change_weight),
+                  diffusion=replace(pusht_cpu().diffusion, change_weight=args.change_weight,
+                                    context_noise=args.context_noise),
                   seed=args.seed, split_seed=0)
     if args.hidden or args.depth:
         cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)

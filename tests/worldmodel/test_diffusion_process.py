@@ -426,3 +426,39 @@ def test_change_weights_golden_and_loss_counts_changed_pixels_more():
     assert weighted.item() == pytest.approx((wd * d.pow(2)).mean().item(), rel=1e-5)
     with pytest.raises(ValueError, match="change_weight"):
         DiffusionConfig(target="x", change_weight=1.0)
+
+
+def test_context_noise_corrupts_the_context_and_anchor_but_not_the_target():
+    """context_noise: the clean context frames (the delta's anchor included) get sigma * eps with a per-clip
+    sigma in [0, context_noise); the loss still targets the true future, so a zero-change model is scored
+    against the change from the noised anchor. The other draws are those of the same config without it."""
+    base = dict(target="x", timestep_sampling="uniform", clean_context_prob=1.0, context_frames=2, delta=True,
+                delta_scale=2.0, snr_gamma=0.0)
+    obj = Objective(DiffusionConfig(**base, context_noise=0.1))
+    d = obj.draw(64, 5, (3, 4, 4), "cpu", torch.Generator().manual_seed(3))
+    plain = Objective(DiffusionConfig(**base)).draw(64, 5, (3, 4, 4), "cpu", torch.Generator().manual_seed(3))
+    assert set(plain) == {"level", "ctx", "eps"} and all(torch.equal(d[k], plain[k]) for k in plain)
+    assert d["ctx_sigma"].shape == (64,) and 0 <= d["ctx_sigma"].min() and d["ctx_sigma"].max() < 0.1
+    assert d["ctx_sigma"].std() > 0.02  # drawn per clip, not one value
+
+    seen = {}
+
+    def zero(x_t, t, actions, cond=None):
+        seen["x_t"], seen["cond"] = x_t, cond
+        return torch.zeros_like(x_t)
+
+    x0 = torch.rand(64, 5, 3, 4, 4, generator=torch.Generator().manual_seed(4)) * 2 - 1
+    loss, _ = obj.loss(zero, x0, torch.zeros(64, 5, 2), draws=d)
+    sig = d["ctx_sigma"].reshape(64, 1, 1, 1, 1)
+    ctx = x0[:, :2] + sig * d["eps"][:, :2]  # the noised context frames
+    anchor = ctx[:, 1:2]
+    torch.testing.assert_close(seen["cond"], anchor[:, 0])
+    torch.testing.assert_close(seen["x_t"][:, :2], (ctx - anchor) * 2.0)  # clean level: the context comes back as is
+    expected = ((x0[:, 2:] - anchor) * 2.0).pow(2).mean()  # the true future against the noised anchor
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    clean, _ = Objective(DiffusionConfig(**base)).loss(zero, x0, torch.zeros(64, 5, 2), draws=plain)
+    assert clean.item() == pytest.approx(((x0[:, 2:] - x0[:, 1:2]) * 2.0).pow(2).mean().item(), rel=1e-5)
+    with pytest.raises(ValueError, match="context_noise"):
+        DiffusionConfig(target="x", context_noise=-0.1)
+    with pytest.raises(ValueError, match="context_noise"):
+        DiffusionConfig(target="x", context_noise=0.1, clean_context_prob=0.0)

@@ -64,6 +64,12 @@ class DiffusionConfig:
     decide. 0 = off; needs `delta` or `residual` (an anchor)."""
     change_threshold: float = 0.1
     """A pixel has changed when some channel moved by more than this (frames in [-1, 1])."""
+    context_noise: float = 0.0
+    """Training only: each clip draws sigma ~ U(0, context_noise) and its clean context frames get sigma N(0, 1)
+    added (frames in [-1, 1]; with `delta`/`residual` before the anchor is taken, so the model learns to
+    continue from, and repair, an imperfect last frame), while the loss still targets the true future. A rollout
+    feeds the model its own imperfect frames; this is GameNGen's context noise augmentation, without the level as
+    an input. 0 = off; needs clean context (clean_context_prob > 0)."""
 
     def __post_init__(self) -> None:
         tg.check_target(self.target)
@@ -81,6 +87,9 @@ class DiffusionConfig:
         if self.change_weight < 0 or (self.change_weight > 0 and not (self.delta or self.residual)):
             raise ValueError(f"diffusion: change_weight={self.change_weight} must be >= 0, and > 0 needs delta or "
                              f"residual (the change is taken from the anchor frame)")
+        if self.context_noise < 0 or (self.context_noise > 0 and self.clean_context_prob <= 0):
+            raise ValueError(f"diffusion: context_noise={self.context_noise} must be >= 0, and > 0 needs clean "
+                             f"context frames (clean_context_prob > 0)")
         if self.target == "eps" and self.zero_terminal_snr:
             raise ValueError("diffusion: target=eps with zero_terminal_snr=True is degenerate at t=T-1 "
                              "(x0 = (x_t - eps)/0); use --diffusion.zero-terminal-snr False for eps")
@@ -217,11 +226,15 @@ class Objective:
     def draw(self, batch: int, frames: int, shape: tuple[int, ...], device, generator=None,
              dtype: torch.dtype = torch.float32) -> dict[str, torch.Tensor]:
         """A training step's random draws for `batch` clips of `frames` frames of `shape` (C, H, W): the noise
-        level per frame (B, F), the clean-context mask (B, F) and the noise (B, F, C, H, W)."""
+        level per frame (B, F), the clean-context mask (B, F), the noise (B, F, C, H, W) and, with
+        `context_noise`, each clip's context noise scale (B,) (drawn last, so the other draws do not change)."""
         level = self.sample_training_levels(batch, frames, device, generator)  # (B, F)
         ctx = self.clean_prefix(batch, frames, device, generator)  # (B, F) clean context frames, no loss
         eps = torch.randn((batch, frames, *shape), generator=generator, device=device, dtype=dtype)
-        return {"level": level, "ctx": ctx, "eps": eps}
+        d = {"level": level, "ctx": ctx, "eps": eps}
+        if self.cfg.context_noise > 0:
+            d["ctx_sigma"] = torch.rand(batch, generator=generator, device=device) * self.cfg.context_noise  # (B,)
+        return d
 
     def loss(self, model, x0: torch.Tensor, actions: torch.Tensor, generator=None,
              draws: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor, dict]:
@@ -233,11 +246,17 @@ class Objective:
         level = torch.where(ctx, self.clean_level(d["level"]), d["level"])
         eps = d["eps"].to(x0.dtype)
         anchor, pix_w = None, None
-        if self.cfg.residual or self.cfg.delta:  # every clip starts clean (checked in the config): its last clean frame
-            last = (ctx.sum(1) - 1).clamp(min=0)  # (B,)
-            anchor = x0[torch.arange(B, device=x0.device), last][:, None]  # (B, 1, C, H, W)
-            if self.cfg.change_weight > 0:
-                pix_w = change_weights(x0, anchor, self.cfg.change_weight, self.cfg.change_threshold)  # (B, F, 1, H, W)
+        last = (ctx.sum(1) - 1).clamp(min=0)  # (B,) every clip starts clean (checked in the config): its last clean frame
+        rows = torch.arange(B, device=x0.device)
+        if self.cfg.change_weight > 0:  # what changed in the world: from the clean anchor
+            pix_w = change_weights(x0, x0[rows, last][:, None], self.cfg.change_weight,
+                                   self.cfg.change_threshold)  # (B, F, 1, H, W)
+        if self.cfg.context_noise > 0:
+            # a context frame's eps is otherwise unused (it sits at the clean level), so it serves as this noise
+            sigma = d["ctx_sigma"].to(x0.dtype).reshape(B, 1, 1, 1, 1)
+            x0 = torch.where(ctx.reshape(B, Fr, 1, 1, 1), x0 + sigma * eps, x0)  # (B, F, C, H, W)
+        if self.cfg.residual or self.cfg.delta:
+            anchor = x0[rows, last][:, None]  # (B, 1, C, H, W) the (noised, with context_noise) last context frame
             x0 = self.to_delta(x0, anchor)  # (B, F, C, H, W) the change, with `delta`
         x_t = self.noised(x0, eps, level)  # (B, F, C, H, W)
         pred = self.predict(model, x_t, level, actions, anchor)
