@@ -44,8 +44,6 @@ def _reference():
 
 
 @pytest.mark.skipif(_reference() is None, reason="shared reference data absent (set TTLAB_SHARED_DATA)")
-@pytest.mark.xfail(reason="known failure: in this environment (numpy 2.4, scipy 1.16-1.17) lse returns Haugland's "
-                   "construction unchanged at n = 102, with the old program as well; cause not found", strict=False)
 def test_lse_lowers_a_published_construction_at_its_own_resolution():
     # Haugland's 51 pieces hold at n = 51, but split in two (the same function) they are not a local optimum
     # at n = 102: a few seconds of the smoothed minimax lower them (to 0.3809166 on an idle core).
