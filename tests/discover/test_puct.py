@@ -63,3 +63,24 @@ def test_dedup_and_flush_and_roundtrip(tmp_path):
     assert u.add_child(b.id, np.array([11.0]), 1.0, 1.0) is None  # dedup survives reload
     with pytest.raises(ValueError, match="not a PUCT tree"):
         PUCTTree.load(tmp_path / "config.json")
+
+
+def test_roots_first_expands_every_root_once_before_puct_chooses():
+    t = PUCTTree(c=1.0)
+    r = [t.add_root(np.array([float(i)]), reward=float(i), score=float(i)) for i in range(3)]
+    t.record_expansion(r[0].id)
+    t.add_child(r[0].id, np.array([9.0]), reward=9.0, score=9.0)  # a much better child: PUCT's pick
+    assert t.select(1)[0].parent_id == r[0].id
+    assert [n.id for n in t.select(1, roots_first=True)] == [r[1].id]  # the oldest root never expanded
+    assert [n.id for n in t.select(5, roots_first=True)] == [r[1].id, r[2].id]
+    t.record_expansion(r[1].id)  # a failed try counts as a try
+    t.record_expansion(r[2].id)
+    assert [n.id for n in t.select(1, roots_first=True)] == [n.id for n in t.select(1)]
+
+
+def test_portfolio_preset_is_auto_from_three_roots_first():
+    from ttlab.discover.presets import SEARCH_PRESETS
+
+    cfg, auto = SEARCH_PRESETS["erdos_portfolio"](), SEARCH_PRESETS["erdos_auto"]()
+    assert (cfg.init_states, cfg.roots_first, auto.roots_first) == (3, True, False)
+    assert (cfg.program_settings, cfg.program_budget_s) == (auto.program_settings, auto.program_budget_s)

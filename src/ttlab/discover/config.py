@@ -103,6 +103,9 @@ class SearchConfig:
     init_tree: str = ""
     """Start a new run from this tree (the tree.json of an earlier run) instead of `init_states` fresh roots;
     every construction in it is re-verified."""
+    roots_first: bool = False
+    """Expand every root once (oldest first) before PUCT chooses: independent tries from each random start,
+    for a search whose outcome is set by the basin its first program lands in."""
     puct_c: float = 1.0
     """PUCT exploration constant c."""
     keep_children: int = 8

@@ -165,7 +165,7 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
             left = budget - (time.time() - t0)
             if left < 1.0 or cpu_budget - cpu_used < 1.0 or (cfg.max_steps and steps >= cfg.max_steps):
                 break
-            states = tree.select(cfg.states_per_step)
+            states = tree.select(cfg.states_per_step, cfg.roots_first)
             props = proposer.propose(states, cfg.samples_per_state)
             rounds = math.ceil(len(props) / cfg.workers)
             pb = max(0.5, min(cfg.program_budget_s, (left / rounds - 1.0) / wf,

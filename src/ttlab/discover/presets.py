@@ -13,6 +13,7 @@ names. The train presets are in `llm/presets.py`.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from ttlab.discover.config import PolishConfig, SearchConfig
 
@@ -56,8 +57,15 @@ def erdos_auto() -> SearchConfig:
                         program_settings=json.dumps(pins))
 
 
+def erdos_portfolio() -> SearchConfig:
+    """`erdos_auto` from three random starts, each laddered once before PUCT chooses (`roots_first`): a seed's
+    outcome is set by the basin its first ladder lands in, so three independent ladders, then hop-refinement
+    of the best. For a CPU budget of about 30 minutes (three ~400 CPU s ladders leave ~600 s to refine)."""
+    return replace(erdos_auto(), init_states=3, roots_first=True)
+
+
 SEARCH_PRESETS = {"debug": search_debug, "default": SearchConfig, "erdos_ladder": erdos_ladder,
-                  "erdos_auto": erdos_auto}
+                  "erdos_auto": erdos_auto, "erdos_portfolio": erdos_portfolio}
 
 # ---- polish ------------------------------------------------------------------------------------------
 

@@ -155,8 +155,14 @@ class PUCTTree:
                 stack.extend(self.nodes[c].children)
         return out
 
-    def select(self, k: int) -> list[Node]:
-        """Top-k by PUCT score, each pick blocking its ancestors and descendants (may return fewer)."""
+    def select(self, k: int, roots_first: bool = False) -> list[Node]:
+        """Top-k by PUCT score, each pick blocking its ancestors and descendants (may return fewer). With
+        `roots_first`, roots never expanded come first, oldest first (independent tries from every start)."""
+        if roots_first:
+            fresh = sorted((n for n in self.nodes.values() if n.parent_id is None and n.n == 0),
+                           key=lambda n: (n.created, int(n.id[1:])))
+            if fresh:
+                return fresh[:k]
         sc = self.scores()
         order = sorted(sc, key=lambda i: (-sc[i], self.nodes[i].created, int(i[1:])))
         blocked: set[str] = set()
