@@ -81,6 +81,11 @@ def main() -> None:
     ap.add_argument("--context-noise", type=float, default=0.0,
                     help="train on context frames with sigma ~ U(0, this) Gaussian noise added, the anchor included "
                     "(DiffusionConfig.context_noise, frames in [-1, 1]; 0 = off)")
+    ap.add_argument("--self-forcing", type=float, default=0.0,
+                    help="share of each batch trained on the model's own context: a rollout's second round, sampled "
+                    "without gradient (TrainConfig.self_forcing; 0 = off)")
+    ap.add_argument("--self-forcing-steps", type=int, default=0, help="sampling steps of that pass (0 = the "
+                    "model's own sample_steps)")
     ap.add_argument("--seed", type=int, default=0, help="training seed (init, batches, noise); the held-out "
                     "episodes stay those of seed 0, so seeds are scored on the same set")
     ap.add_argument("--compile", action="store_true", help="train through torch.compile of the denoiser")
@@ -119,6 +124,7 @@ def main() -> None:
                   action_map_sigma=args.action_map_sigma, compile=args.compile,
                   diffusion=replace(pusht_cpu().diffusion, change_weight=args.change_weight,
                                     context_noise=args.context_noise),
+                  self_forcing=args.self_forcing, self_forcing_steps=args.self_forcing_steps,
                   seed=args.seed, split_seed=0)
     if args.hidden or args.depth:
         cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
@@ -199,14 +205,16 @@ def main() -> None:
                   "patch": mcfg.patch_size, "frames": cfg.num_frames, "n_ctx": cfg.n_ctx,
                   "diffusion": asdict(cfg.diffusion), "sample_steps": cfg.sample_steps, "precision": cfg.precision},
         "speed": speed | {"training_achieved_gflops": r(achieved, 1),
-                          "training_fraction_of_bf16_peak": r(achieved / speed["bf16_matmul"]["peak_gflops"])},
+                          "training_fraction_of_bf16_peak": r(achieved / speed["bf16_matmul"]["peak_gflops"]),
+                          **({"note": "the achieved rate counts the training step's FLOPs, not the self-forcing "
+                              "sampling pass"} if cfg.self_forcing > 0 else {})},
         "train": {"steps": tr["steps"], "max_steps": max_steps if args.max_steps else None,
                   "budget_minutes": cfg.budget_minutes or None, "batch": cfg.batch_size, "lr": cfg.lr,
                   "minutes": r(tr["seconds"] / 60, 2), "stopped_by_wall_clock": tr["stopped_by_wall_clock"],
                   "resumed": args.resume, "eval_only": args.eval_only,
                   "compile": cfg.compile, "run_config": {k: saved.get(k) for k in (
                       "diffusion", "branch", "injection", "relative_actions", "action_map", "action_map_sigma", "seed",
-                      "split_seed")}},
+                      "split_seed", "self_forcing", "self_forcing_steps")}},
         "blend_alpha_by_lag": r(base.blend_alpha, 3),
         "windows": {"count": w["count"], "n_ctx": w["n_ctx"], "predicted": w["predicted"],
                     "seed_pair_psnr": r(w["seed_pair/psnr"]), "seed_pair_psnr/by_lag": r(w["seed_pair/psnr/by_lag"]),

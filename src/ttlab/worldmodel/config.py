@@ -68,6 +68,14 @@ class TrainConfig:
     """Noise process and objective."""
     branch: BranchConfig = field(default_factory=BranchConfig)
     """Branched PushT clips (one context, action-determined futures) mixed into every training batch."""
+    self_forcing: float = 0.0
+    """Share of each batch trained on the model's own context (`diffusion.self_forcing`): those clips' context
+    frames are the last n_ctx frames of a window the model samples (no gradient) from the true frames before
+    them, as in a rollout's second round, and the loss targets the true frames after them. The training windows
+    are cut 2 num_frames - n_ctx long (the other clips use their first num_frames). Costs a sampling pass of
+    `self_forcing_steps` on those clips per step. 0 = off."""
+    self_forcing_steps: int = 0
+    """Sampling steps of that pass (0 = sample_steps, the sampler the model is scored with)."""
     batch_size: int = 32
     """Clips per optimizer step per device."""
     lr: float = 1e-4
@@ -154,3 +162,13 @@ class TrainConfig:
             self.time_limit = f"{self.time_limit:g}m" if self.time_limit > 0 else ""
         if self.run_name == "":
             self.run_name = None
+        if not 0.0 <= self.self_forcing <= 1.0 or self.self_forcing_steps < 0:
+            raise ValueError(f"self_forcing={self.self_forcing} must be in [0, 1] and self_forcing_steps="
+                             f"{self.self_forcing_steps} >= 0")
+        if self.self_forcing > 0 and not 1 <= self.n_ctx < self.num_frames:
+            raise ValueError(f"self_forcing needs 1 <= n_ctx ({self.n_ctx}) < num_frames ({self.num_frames})")
+
+    def train_frames(self) -> int:
+        """Frames per training window as read from the data: num_frames, or 2 num_frames - n_ctx with
+        self-forcing (a rollout's first window and the true frames after it)."""
+        return 2 * self.num_frames - self.n_ctx if self.self_forcing > 0 else self.num_frames

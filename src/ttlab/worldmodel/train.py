@@ -45,6 +45,7 @@ from ttlab.worldmodel.data.episodes import default_cache_bytes
 from ttlab.worldmodel.data.sources import detect_format, open_source
 from ttlab.worldmodel.data.windows import WindowDataset
 from ttlab.worldmodel.diffusion import Objective, sample_window
+from ttlab.worldmodel.diffusion.self_forcing import rollout_context_clips
 from ttlab.worldmodel.distributed import GlobalBatchSampler, global_draws, launched_rank
 from ttlab.worldmodel.metrics import frame_metrics
 from ttlab.worldmodel.model import NanoWM, NanoWMConfig, size_config
@@ -117,7 +118,7 @@ def build_datasets(cfg: TrainConfig, stats_path: Path | None, codec=None):
               seed=cfg.seed if cfg.split_seed is None else cfg.split_seed, codec=enc)
     if cfg.val_list or cfg.val_starts:
         return published_datasets(cfg, src, stats_path, kw)
-    train = WindowDataset(src, split="train", action_stats=stats_path, **kw)
+    train = WindowDataset(src, split="train", action_stats=stats_path, **(kw | {"num_frames": cfg.train_frames()}))
     val = WindowDataset(src, split="val" if cfg.val_fraction > 0 else "train", action_stats=train.action_stats, **kw)
     return train, val
 
@@ -192,18 +193,37 @@ class WorldModelModule(L.LightningModule):
 
     def training_step(self, batch: dict[str, Any], idx: int) -> torch.Tensor:
         x, c = batch["frames"], self.cfg
+        net = self.model if self.compiled is None else self.compiled
+        acts = batch["actions"]
+        if c.self_forcing > 0:
+            x, acts = self.self_forcing_batch(net, x, acts)
         draws = None
         if c.rank_invariant:  # this process's slice of the global batch's draws
             draws = global_draws(self.obj, x.shape[0], x.shape[1], tuple(x.shape[2:]), c.seed, self.global_step,
                                  x.device)
-        net = self.model if self.compiled is None else self.compiled
-        loss, stats = self.obj.loss(net, x, batch["actions"], draws=draws)
+        loss, stats = self.obj.loss(net, x, acts, draws=draws)
         self.log("train/loss", loss, prog_bar=True, sync_dist=self.trainer.world_size > 1)
         self.log("train/mse", stats["mse"], sync_dist=self.trainer.world_size > 1)
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
         if self.global_step % c.log_every == 0:  # the global-batch loss (a collective; a host sync, logged)
             self.loss_curve.append((int(self.global_step), float(self.all_gather(loss.detach()).float().mean())))
         return loss
+
+    def self_forcing_batch(self, net, x: torch.Tensor, acts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A long-window batch (B, 2F - n_ctx, ...) -> a training batch (B, F, ...): the first round(share B) clips
+        get the model's own context (`rollout_context_clips`), the others are their first F true frames."""
+        c, F = self.cfg, self.cfg.num_frames
+        k = round(c.self_forcing * x.shape[0])
+        plain_x, plain_a = x[:, :F], acts[:, :F]
+        if k == 0:
+            return plain_x, plain_a
+        g = torch.Generator(device=x.device).manual_seed(c.seed * 1_000_003 + int(self.global_step) + 7)
+        dev = x.device.type
+        ad = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
+        sx, sa = rollout_context_clips(net, self.obj, x[:k], acts[:k], F, c.n_ctx, c.self_forcing_steps or
+                                       c.sample_steps, generator=g, autocast_dtype=ad,
+                                       clip=1.0 if self.codec is None else None)
+        return torch.cat([sx, plain_x[k:]]), torch.cat([sa, plain_a[k:]])
 
     def on_train_batch_end(self, outputs, batch, idx) -> None:
         n = self.global_step
@@ -412,6 +432,9 @@ def branch_sampling(cfg: TrainConfig, train_ds: WindowDataset):
     k = check_branch_config(cfg.branch, cfg.batch_size)
     if k == 0:
         return None
+    if cfg.self_forcing > 0:
+        raise ValueError(f"--branch.frac {cfg.branch.frac} with --self-forcing {cfg.self_forcing}: branched clips "
+                         f"are one window long; use one or the other")
     if cfg.data == "toy" or train_ds.source.is_latent or train_ds.codec is not None or train_ds.raw_action_dim != 2:
         raise ValueError(f"--branch.frac {cfg.branch.frac}: branched clips are PushT pixels with 2-D actions; "
                          f"--data {cfg.data} is not (latent, codec or {train_ds.raw_action_dim}-D actions)")
