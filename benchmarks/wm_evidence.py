@@ -86,6 +86,8 @@ def main() -> None:
                     "without gradient (TrainConfig.self_forcing; 0 = off)")
     ap.add_argument("--self-forcing-steps", type=int, default=0, help="sampling steps of that pass (0 = the "
                     "model's own sample_steps)")
+    ap.add_argument("--self-forcing-start", type=float, default=0.0, help="self-force only after this fraction of "
+                    "the training budget (0 = throughout; e.g. 0.78: the last 20 of 90 minutes)")
     ap.add_argument("--seed", type=int, default=0, help="training seed (init, batches, noise); the held-out "
                     "episodes stay those of seed 0, so seeds are scored on the same set")
     ap.add_argument("--compile", action="store_true", help="train through torch.compile of the denoiser")
@@ -125,6 +127,7 @@ def main() -> None:
                   diffusion=replace(pusht_cpu().diffusion, change_weight=args.change_weight,
                                     context_noise=args.context_noise),
                   self_forcing=args.self_forcing, self_forcing_steps=args.self_forcing_steps,
+                  self_forcing_start=args.self_forcing_start,
                   seed=args.seed, split_seed=0)
     if args.hidden or args.depth:
         cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
@@ -214,7 +217,8 @@ def main() -> None:
                   "resumed": args.resume, "eval_only": args.eval_only,
                   "compile": cfg.compile, "run_config": {k: saved.get(k) for k in (
                       "diffusion", "branch", "injection", "relative_actions", "action_map", "action_map_sigma", "seed",
-                      "split_seed", "self_forcing", "self_forcing_steps")}},
+                      "split_seed", "self_forcing", "self_forcing_steps",
+                      "self_forcing_start")}},
         "blend_alpha_by_lag": r(base.blend_alpha, 3),
         "windows": {"count": w["count"], "n_ctx": w["n_ctx"], "predicted": w["predicted"],
                     "seed_pair_psnr": r(w["seed_pair/psnr"]), "seed_pair_psnr/by_lag": r(w["seed_pair/psnr/by_lag"]),

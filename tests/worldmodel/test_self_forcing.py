@@ -57,6 +57,8 @@ def test_config_checks_and_training_window_length():
         TrainConfig(self_forcing=1.5)
     with pytest.raises(ValueError, match="n_ctx"):
         TrainConfig(num_frames=4, n_ctx=4, self_forcing=0.5)
+    with pytest.raises(ValueError, match="self_forcing_start"):
+        TrainConfig(self_forcing=0.5, self_forcing_start=1.0)
 
 
 def _sf_cfg(tmp_path, **kw) -> TrainConfig:
@@ -79,6 +81,10 @@ def test_self_forcing_batch_mixes_generated_and_true_context(tmp_path):
     assert torch.equal(x[:4, 2:], batch["frames"][:4, 4:])  # targets: the true frames after the first window
     assert not torch.equal(x[:4, :2], batch["frames"][:4, 2:4])  # context: the model's own
     assert (a[:, 0] == 0).all()
+    # before self_forcing_start of the budget (here of max_steps, at step 0) every clip is a plain one
+    late = WorldModelModule(replace(cfg, self_forcing_start=0.5), mcfg)
+    x2, a2 = late.self_forcing_batch(late.model, batch["frames"], batch["actions"])
+    assert torch.equal(x2, batch["frames"][:, :4]) and torch.equal(a2, batch["actions"][:, :4])
 
 
 def test_training_with_self_forcing_runs_and_exports(tmp_path):
@@ -86,3 +92,24 @@ def test_training_with_self_forcing_runs_and_exports(tmp_path):
     assert out["steps"] == 4 and "val/psnr" in out["metrics"]
     with pytest.raises(ValueError, match="branch"):
         train(replace(_sf_cfg(tmp_path), run_name="sf2", branch=replace(debug().branch, frac=0.25)))
+
+
+def test_budget_fraction_follows_the_wall_clock_budget(tmp_path):
+    """With a wall-clock budget the self-forcing start is a fraction of its elapsed time, not of max_steps."""
+    from types import SimpleNamespace
+
+    from ttlab.worldmodel.train import TimeBudget
+
+    cfg = replace(_sf_cfg(tmp_path), self_forcing_start=0.5, budget_minutes=10.0)
+    tr, _ = build_datasets(cfg, None)
+    module = WorldModelModule(cfg, build_model_config(cfg, tuple(tr[0]["frames"].shape[1:]), tr.action_dim))
+    tb = TimeBudget(10.0, 5, 0.0)
+    module._trainer = SimpleNamespace(callbacks=[tb], global_step=0)
+    tb.elapsed = 240.0
+    assert module.budget_fraction() == pytest.approx(0.4)
+    batch = torch.utils.data.default_collate([tr[i] for i in range(4)])
+    x, _ = module.self_forcing_batch(module.model, batch["frames"], batch["actions"])
+    assert torch.equal(x, batch["frames"][:, :4])
+    tb.elapsed = 360.0
+    x, _ = module.self_forcing_batch(module.model, batch["frames"], batch["actions"])
+    assert not torch.equal(x[:2, :2], batch["frames"][:2, 2:4]) and torch.equal(x[2:], batch["frames"][2:, :4])

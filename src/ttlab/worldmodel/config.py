@@ -76,6 +76,9 @@ class TrainConfig:
     `self_forcing_steps` on those clips per step. 0 = off."""
     self_forcing_steps: int = 0
     """Sampling steps of that pass (0 = sample_steps, the sampler the model is scored with)."""
+    self_forcing_start: float = 0.0
+    """Self-force only once this fraction of the training budget has passed (of budget_minutes' elapsed time,
+    else of max_steps): 0 = from the first step; e.g. 0.78 = a post-training phase over the last 22%."""
     batch_size: int = 32
     """Clips per optimizer step per device."""
     lr: float = 1e-4
@@ -162,9 +165,9 @@ class TrainConfig:
             self.time_limit = f"{self.time_limit:g}m" if self.time_limit > 0 else ""
         if self.run_name == "":
             self.run_name = None
-        if not 0.0 <= self.self_forcing <= 1.0 or self.self_forcing_steps < 0:
-            raise ValueError(f"self_forcing={self.self_forcing} must be in [0, 1] and self_forcing_steps="
-                             f"{self.self_forcing_steps} >= 0")
+        if not 0.0 <= self.self_forcing <= 1.0 or self.self_forcing_steps < 0 or not 0.0 <= self.self_forcing_start < 1:
+            raise ValueError(f"self_forcing={self.self_forcing} must be in [0, 1], self_forcing_steps="
+                             f"{self.self_forcing_steps} >= 0 and self_forcing_start={self.self_forcing_start} in [0, 1)")
         if self.self_forcing > 0 and not 1 <= self.n_ctx < self.num_frames:
             raise ValueError(f"self_forcing needs 1 <= n_ctx ({self.n_ctx}) < num_frames ({self.num_frames})")
 

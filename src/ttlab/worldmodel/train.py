@@ -213,7 +213,7 @@ class WorldModelModule(L.LightningModule):
         """A long-window batch (B, 2F - n_ctx, ...) -> a training batch (B, F, ...): the first round(share B) clips
         get the model's own context (`rollout_context_clips`), the others are their first F true frames."""
         c, F = self.cfg, self.cfg.num_frames
-        k = round(c.self_forcing * x.shape[0])
+        k = round(c.self_forcing * x.shape[0]) if self.budget_fraction() >= c.self_forcing_start else 0
         plain_x, plain_a = x[:, :F], acts[:, :F]
         if k == 0:
             return plain_x, plain_a
@@ -224,6 +224,14 @@ class WorldModelModule(L.LightningModule):
                                        c.sample_steps, generator=g, autocast_dtype=ad,
                                        clip=1.0 if self.codec is None else None)
         return torch.cat([sx, plain_x[k:]]), torch.cat([sa, plain_a[k:]])
+
+    def budget_fraction(self) -> float:
+        """The share of the training budget spent: the wall-clock budget's elapsed fraction (`TimeBudget`), else
+        global_step / max_steps."""
+        tb = next((cb for cb in (self.trainer.callbacks if self._trainer is not None else []) if isinstance(cb, TimeBudget)), None)
+        if tb is not None:
+            return tb.elapsed / tb.seconds
+        return self.global_step / max(self.cfg.max_steps, 1)
 
     def on_train_batch_end(self, outputs, batch, idx) -> None:
         n = self.global_step
