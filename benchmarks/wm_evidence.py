@@ -161,7 +161,9 @@ def main() -> None:
         tr = {k: tr[k] for k in ("steps", "seconds", "stopped_by_wall_clock")} | {"steps_before": steps_before}
         summary.write_text(json.dumps(tr) + "\n")
     wm = load_world_model(run_dir)
-    saved = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
+    # the configuration the run last trained with: a resumed run's flags are in config.resume.json
+    cfg_file = next((p for p in (run_dir / "config.resume.json", run_dir / "config.json") if p.exists()), None)
+    saved = json.loads(cfg_file.read_text()) if cfg_file is not None else {}
     # the whole training loop's rate (data, Lightning, EMA included) over the steps this process trained
     trained_gflop = speed["step_bf16"]["gflop_per_step"] * (tr["steps"] - steps_before)
     achieved = trained_gflop / tr["seconds"] if tr["seconds"] == tr["seconds"] and tr["seconds"] > 0 else float("nan")
