@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from ttlab.worldmodel.data.branches import BranchConfig
 from ttlab.worldmodel.diffusion import DiffusionConfig
+from ttlab.worldmodel.diffusion.self_forcing import long_window
 
 
 @dataclass
@@ -69,7 +70,7 @@ class TrainConfig:
     branch: BranchConfig = field(default_factory=BranchConfig)
     """Branched PushT clips (one context, action-determined futures) mixed into every training batch."""
     self_forcing: float = 0.0
-    """Share of each batch trained on the model's own context (`diffusion.self_forcing`): those clips' context
+    """Share of each batch trained on the model's own context (`ttlab.worldmodel.diffusion.self_forcing`): those clips' context
     frames are the last n_ctx frames of a window the model samples (no gradient) from the true frames before
     them, as in a rollout's second round, and the loss targets the true frames after them. The training windows
     are cut 2 num_frames - n_ctx long (the other clips use their first num_frames). Costs a sampling pass of
@@ -174,4 +175,4 @@ class TrainConfig:
     def train_frames(self) -> int:
         """Frames per training window as read from the data: num_frames, or 2 num_frames - n_ctx with
         self-forcing (a rollout's first window and the true frames after it)."""
-        return 2 * self.num_frames - self.n_ctx if self.self_forcing > 0 else self.num_frames
+        return long_window(self.num_frames, self.n_ctx) if self.self_forcing > 0 else self.num_frames
