@@ -15,6 +15,9 @@ optimiser, it claims no bound; `discover search` / `polish` are the sandboxed pa
   --ladder SECONDS: the library program's random-start hop mode (`erdos_lse.ladder`: random starts at n0,
       Metropolis hops there, doublings with hops, refinement), in-process with `--settings`; prints each level,
       checks the result in exact arithmetic and writes it to `--save` (a lead for the search, not a bound).
+  --chains K: the ladder's first stage alone (random starts for 1/8 of `--seconds`, then Metropolis hops at
+      n0 = 51), K independent chains of `--seconds` CPU seconds each: the level each ends at and how often it is
+      the lower basin's (the level from which every ladder so far ended below the record).
   --reference NAME: a published construction (`--ref` file) and the local optimum of its basin at its own n
       and at 2n (the value a random start must land near to be in that basin).
 
@@ -24,6 +27,7 @@ optimiser, it claims no bound; `discover search` / `polish` are the sandboxed pa
     python benchmarks/erdos_basins.py --symmetry benchmarks/results/erdos_polish_lse3.json
     python benchmarks/erdos_basins.py --reference haugland
     python benchmarks/erdos_basins.py --coarsen ref:ttt --factors 12,6,4 --round-s 30
+    python benchmarks/erdos_basins.py --chains 10 --seconds 52 --seed 4
     python benchmarks/erdos_basins.py --ladder 1800 --seed 0 --settings '{"n0": 51, "hop_T": 5e-6, "hop_sym": 0.15}'
 
 Prints one JSON line last.
@@ -35,7 +39,7 @@ import json
 import os
 
 from ttlab.common.data import shared_data_file
-from ttlab.discover.basins import coarsen, ladder, load, multistart, reference, refine, symmetry
+from ttlab.discover.basins import chains, coarsen, ladder, load, multistart, reference, refine, symmetry
 from ttlab.discover.tasks.erdos import RECORD
 
 REF = shared_data_file("erdos_reference.json", required=False)  # None when the shared data folder is absent
@@ -64,10 +68,15 @@ def main() -> None:
     ap.add_argument("--ladder", type=float, metavar="SECONDS", default=0.0)
     ap.add_argument("--settings", default="", help="JSON overrides of erdos_lse.SETTINGS for --ladder")
     ap.add_argument("--save", default="", help="--ladder: write the construction here")
+    ap.add_argument("--chains", type=int, default=0, metavar="K", help="K chains of the ladder's first stage, "
+                    "--seconds CPU seconds each (--settings overrides the ladder's settings)")
     args = ap.parse_args()
-    if not (args.multistart or args.refine or args.symmetry or args.reference or args.coarsen or args.ladder):
+    if not (args.multistart or args.refine or args.symmetry or args.reference or args.coarsen or args.ladder
+            or args.chains):
         ap.error("give at least one of --multistart, --refine FILE, --symmetry FILE, --reference NAME, --coarsen FILE, "
-                 "--ladder SECONDS")
+                 "--ladder SECONDS, --chains K")
+    if args.chains < 0 or args.seconds <= 0:
+        ap.error(f"--chains {args.chains} / --seconds {args.seconds}: need K >= 0 and seconds > 0")
     try:
         settings = json.loads(args.settings) if args.settings else {}
     except json.JSONDecodeError as e:
@@ -94,6 +103,8 @@ def run(args, settings: dict) -> dict:
                                           args.round_s, on_row=print_row)}
     if args.ladder:
         out["ladder"] = ladder(args.ladder, settings, args.seed, args.save)
+    if args.chains:
+        out["chains"] = chains(args.chains, args.seconds, settings, args.seed, on_row=print_row)
     if args.multistart:
         out["multistart"] = multistart(args.n, args.seconds, args.tau, args.seed)
     out["load_end"] = [round(x, 2) for x in os.getloadavg()]

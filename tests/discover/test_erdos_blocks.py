@@ -10,7 +10,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from ttlab.discover.blocks import BLOCKS_DIR, program_meta, uses_blocks, with_blocks
+from ttlab.discover.blocks import BLOCKS_DIR, log_tail, program_meta, uses_blocks, with_blocks
 from ttlab.discover.blocks import erdos_blocks as eb
 from ttlab.discover.random_blocks import STAGES, RandomBlocksProposer, random_program
 from ttlab.discover.tasks.erdos import exact_c5
@@ -140,6 +140,14 @@ def test_program_meta_reads_the_last_line_and_ignores_garbage():
     for junk in ["", None, "program_meta {", 'program_meta ["cpu_s", 1]', 'program_meta {"cpu_s": "fast"}',
                  'program_meta {"cpu_s": NaN}', "cpu_s=3"]:
         assert program_meta(junk).get("cpu_s") is None
+
+
+def test_log_tail_keeps_the_last_lines_without_the_meta_line():
+    out = "".join(f"lse ladder: n={51 * 2 ** k} C5=0.38\n" for k in range(20)) + "\n" + "x" * 500 + "\n"
+    tail = log_tail(out + 'program_meta {"cpu_s": 1}\n', lines=3, width=40)
+    assert tail == ["lse ladder: n=" + str(51 * 2 ** 18) + " C5=0.38", "lse ladder: n=" + str(51 * 2 ** 19) + " C5=0.38",
+                    "x" * 40]
+    assert log_tail(None) == [] and log_tail("") == []
 
 
 def test_random_programs_parse_vary_in_structure_and_repeat_for_a_seed():

@@ -189,6 +189,31 @@ def test_lse_ladder_mode_returns_a_feasible_doubled_construction():
     assert exact_c5(out)[1]
 
 
+def test_lse_ladder_chains_screen_at_n0_and_ladder_the_lowest(monkeypatch, capsys):
+    # three chains at n0 share the Metropolis time; the doublings start from the chain with the lowest C5
+    seen, levels = [], []
+
+    def fake_hop(h, deadline, rng, max_hops=None, temperature=0.0, sym=0.0):
+        if temperature > 0:  # a chain at n0: its own profile, a chosen score
+            k = len(seen)
+            seen.append(deadline.cpu_end)  # where this chain's time ends
+            return np.full(h.size, 0.1 * (k + 1)), [0.3812, 0.3810, 0.3811][k], 5
+        levels.append(h.copy())
+        return h, 0.39, 1
+
+    monkeypatch.setattr(erdos_lse, "hop", fake_hop)
+    monkeypatch.setattr(erdos_lse, "continuation", lambda h, tau0, deadline: (h, 0.4))
+    monkeypatch.setattr(erdos_lse.eb, "refine", lambda h, clock, max_n, **kw: (h, 0.39))
+    monkeypatch.setattr(erdos_lse, "SETTINGS", {**erdos_lse.SETTINGS, "start": "random", "hop_frac": 0.6,
+                                                "metro_frac": 0.4, "hop_T": 5e-6, "n0": 10, "levels": 1,
+                                                "max_n": 40, "chains": 3, "wall_factor": 10.0})
+    erdos_lse.ladder(30.0, np.random.default_rng(0))
+    out = capsys.readouterr().out
+    assert [f"chain {k}/3" in out for k in (1, 2, 3)] == [True] * 3
+    assert len(seen) == 3 and np.allclose(np.diff(seen), 0.4 * 30.0 / 3, atol=0.05)  # equal shares of 40% of 30 s
+    assert len(levels) == 1 and np.allclose(levels[0], 0.2)  # the doubling continues the second (lowest) chain
+
+
 def test_lse_auto_start_ladders_from_a_poor_parent_and_hops_from_a_good_one(monkeypatch):
     from ttlab.discover.tasks import get_task
 

@@ -9,6 +9,8 @@ checks its result in exact arithmetic). `benchmarks/erdos_basins.py` wires them 
   coarsen     a construction block-averaged by each factor and taken to the coarse local optimum: the
               coarsest resolution at which its basin is already there.
   ladder      the program's random-start hop mode (`erdos_lse.ladder`), checked exactly.
+  chains      the ladder's first stage alone (`erdos_lse.n0_chain`: random starts, then Metropolis hops at n0),
+              many times: the level each chain ends at, and how often it is the lower basin's.
   symmetry    a construction against its mirror image h(2 - x).
   reference   a published construction and its basin's local optimum at n and 2n.
 
@@ -128,6 +130,37 @@ def ladder(seconds: float, settings: dict[str, Any], seed: int, save: str | Path
     return {"seconds": seconds, "seed": seed, "settings": {k: used[k] for k in keys}, "n": h.size,
             "c5_exact": float(c5), "feasible": bool(feasible), "below_record": bool(feasible and c5 < RECORD),
             "wall_s": round(wall, 1), "file": str(save) if save else ""}
+
+
+LOWER_N0 = 0.38093
+"""At n0 = 51 the ladders' first stage ends on a few discrete levels; the lowest, 0.3809216, is the basin whose
+ladders end below the record (every one so far), the next, 0.3809511, rarely does. A chain is `lower` below this."""
+
+
+def chains(count: int, seconds: float, settings: dict[str, Any], seed: int, starts_frac: float = 0.125,
+           on_row: Callable[[dict], None] | None = None) -> dict:
+    """`count` independent chains of the ladder's first stage, each `seconds` CPU seconds (random starts for
+    `starts_frac` of it, the ladder's own share: 5% of 40%; Metropolis hops for the rest), with `LADDER_DEFAULTS`
+    updated by `settings`: the level each ends at, the CPU seconds at which it last improved, and the share of
+    chains that reach the lower basin (C5 at n0 below `LOWER_N0`)."""
+    rows = []
+    with lse_settings(LADDER_DEFAULTS | {"wall_factor": 6.0} | settings) as used:  # CPU seconds, whatever the load
+        for k in range(count):
+            rng = np.random.default_rng([seed, k])
+            c = lse.clock(seconds)
+            h, c5, hops = lse.n0_chain(c.until(starts_frac), c, c, rng)
+            rows.append({"chain": k, "n": int(h.size), "c5": round(float(c5), 10), "hops": int(hops),
+                         "cpu_s": round(c.used(), 1), "lower": bool(c5 < LOWER_N0)})
+            if on_row:
+                on_row(rows[-1])
+    levels: dict[str, int] = {}
+    for r in rows:
+        levels[f"{r['c5']:.7f}"] = levels.get(f"{r['c5']:.7f}", 0) + 1
+    lower = sum(r["lower"] for r in rows)
+    return {"count": count, "seconds": seconds, "starts_frac": starts_frac, "seed": seed,
+            "settings": {k: used[k] for k in ("n0", "hop_T", "hop_sym", "hop_window", "hop_sigma", "tau_random")},
+            "lower": lower, "lower_rate": round(lower / max(1, count), 3),
+            "levels": dict(sorted(levels.items())), "rows": rows}
 
 
 def symmetry(h: np.ndarray) -> dict:

@@ -24,7 +24,7 @@ from ttlab.common.errors import UserError
 from ttlab.common.logging import Logger
 from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages
-from ttlab.discover.blocks import clock_wall_factor, program_meta, with_blocks
+from ttlab.discover.blocks import clock_wall_factor, log_tail, program_meta, with_blocks
 from ttlab.discover.config import SearchConfig
 from ttlab.discover.init_tree import load_verified_tree
 from ttlab.discover.llm.http_proposer import HTTPProposer
@@ -202,7 +202,8 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
                 lines.append({"step": tree.step, **prov.record(), "status": sr.status, "valid": vr.valid,
                               "score": vr.score if vr.valid else None, "node": node.id if node else None})
                 programs.append({"status": sr.status, "score": vr.score if vr.valid else None, "budget_s": round(pb, 3),
-                                 "cpu_s": round(cpu_s, 3), "wall_s": round(sr.wall_s, 3), "cpu_reported": "cpu_s" in meta})
+                                 "cpu_s": round(cpu_s, 3), "wall_s": round(sr.wall_s, 3), "cpu_reported": "cpu_s" in meta,
+                                 "log": log_tail(sr.stdout)})
             adv, keep = group_advantages(np.array(rewards), np.array(valids), groups)
             tree.flush()
             tree.save(tree_path)

@@ -33,7 +33,7 @@ FFT_N = eb.FFT_N  # from here on the gradient's correlations go through the FFT 
 HOP_TAUS = eb.HOP_TAUS  # a converged solve from a perturbed profile
 FINE_TAUS = eb.FINE_TAUS  # re-converging a doubled profile (already near its optimum)
 
-SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.01, "objective": "penalty", "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30, "coarsen": 1, "hop_frac": 0.0, "hop_sigma": 0.3, "hop_window": 0.15, "hop_ftol": 1e-11, "hop_T": 0.0, "hop_sym": 0.0, "levels": 2, "auto_above": 0.3812, "metro_frac": 0.0, "wall_factor": None}
+SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.01, "objective": "penalty", "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30, "coarsen": 1, "hop_frac": 0.0, "hop_sigma": 0.3, "hop_window": 0.15, "hop_ftol": 1e-11, "hop_T": 0.0, "hop_sym": 0.0, "levels": 2, "auto_above": 0.3812, "metro_frac": 0.0, "chains": 1, "wall_factor": None}
 
 corr, normalise, exactly_feasible, random_start = eb.corr, eb.normalise, eb.exactly_feasible, eb.random_start
 
@@ -97,21 +97,36 @@ def coarse_hop_refine(parent, budget_s, rng):
     return h
 
 
-def ladder(budget_s, rng):
-    """Random-start hop mode: the best of a few random starts at n0 (continuation from `tau_random`),
-    Metropolis hopping there (`hop_T`, `hop_sym`) for `metro_frac` (0: `hop_frac`) of the budget, then `levels`
-    doublings, each followed by monotone hopping, and the rest of the time doublings without hops up to `max_n`."""
+def n0_chain(starts_end, hops_end, end, rng):
+    """One chain at n0: the best of random starts (continuation from `tau_random`) until `starts_end`, then
+    Metropolis hops (`hop_T`, `hop_sym`) from it until `hops_end`; (h, C5, hops)."""
     s = SETTINGS
-    c = clock(budget_s)
-    end = c.until(0.9)
     best = None
-    while best is None or not c.until(0.05).done():
+    while best is None or not starts_end.done():
         h, c5 = continuation(random_start(int(s["n0"]), rng), float(s["tau_random"]), end.sub(20.0))
         if best is None or c5 < best[1]:
             best = (h, c5)
+    return hop(best[0], hops_end, rng, temperature=float(s["hop_T"]), sym=float(s["hop_sym"]))
+
+
+def ladder(budget_s, rng):
+    """Random-start hop mode: the best of a few random starts at n0 (continuation from `tau_random`),
+    Metropolis hopping there (`hop_T`, `hop_sym`) for `metro_frac` (0: `hop_frac`) of the budget, then `levels`
+    doublings, each followed by monotone hopping, and the rest of the time doublings without hops up to `max_n`.
+    `chains` > 1 splits the time at n0 into that many independent chains (starts, then hops) and ladders the
+    lowest: the basin a ladder ends in is already set at n0, so short chains screen more basins."""
+    s = SETTINGS
+    c = clock(budget_s)
+    end = c.until(0.9)
     metro = float(s["metro_frac"]) or float(s["hop_frac"])  # 0: the same share as hop mode's
-    h, c5, hops = hop(best[0], c.until(metro), rng, temperature=float(s["hop_T"]), sym=float(s["hop_sym"]))
-    print(f"lse ladder: n={h.size} C5={c5:.12f} after {hops} hops (T={s['hop_T']})")
+    chains = max(1, int(s.get("chains") or 1))
+    h, c5 = None, float("inf")
+    for k in range(chains):  # chain k: random starts for 5% / chains of the budget, then hops to its share's end
+        hk, ck, hops = n0_chain(c.until((k * metro + 0.05) / chains), c.until((k + 1) * metro / chains), end, rng)
+        chain = f" chain {k + 1}/{chains}" if chains > 1 else ""
+        print(f"lse ladder:{chain} n={hk.size} C5={ck:.12f} after {hops} hops (T={s['hop_T']})")
+        if ck < c5:
+            h, c5 = hk, ck
     levels = int(s["levels"])
     for k in range(levels):  # each level's hops get an equal share of half the time left
         if h.size * 2 > int(s["max_n"]):
