@@ -74,3 +74,13 @@ def test_ladder_writes_an_exactly_checked_construction_and_restores_the_settings
     saved = json.loads((tmp_path / "lad.json").read_text())
     assert out["feasible"] and out["n"] == len(saved["h"]) and saved["c5"] == out["c5_exact"] < 0.3835
     assert out["settings"]["n0"] == 24 and not out["below_record"]
+
+
+def test_chains_report_each_chain_at_n0_and_count_the_levels():
+    before = dict(erdos_lse.SETTINGS)
+    rows = []
+    out = m.chains(2, 1.0, {"n0": 24}, 0, on_row=rows.append)
+    assert erdos_lse.SETTINGS == before and rows == out["rows"]
+    assert out["count"] == 2 and [r["n"] for r in rows] == [24, 24] and all(0.38 < r["c5"] < 0.40 for r in rows)
+    assert sum(out["levels"].values()) == 2 and out["lower"] == sum(r["lower"] for r in rows)
+    assert all(r["cpu_s"] <= 1.5 and r["hops"] > 0 for r in rows)  # each chain hops, and stops at its CPU budget
