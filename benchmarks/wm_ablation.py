@@ -20,7 +20,8 @@ SSIM per lag beside copy-last, mean frame and the fitted blend; T pose error and
 agent ink kept; true vs another episode's actions) and 24-frame rollouts. Every seed shares one held-out split
 (`split_seed` 0); the seed changes init, batch order and noise. Each arm's loss curve is kept with the slope of its
 last 20% of steps. Every finished arm is written to the JSON at once (commit, load, wall time) and skipped on a
-rerun; an arm cut short resumes from its last checkpoint.
+rerun; an arm cut short resumes from its last checkpoint. Processes running different arms (`--arms`) into one
+`--out` keep each other's arms.
 
     python benchmarks/wm_ablation.py --compile --steps 600 --seeds 0 1 --injection-seeds 0 \\
         --out benchmarks/results/wm_ablation/wm_ablation.json
@@ -226,6 +227,18 @@ def load_results(path: Path, protocol: dict) -> dict:
     if res.get("protocol") != protocol or "runs" not in res:
         sys.exit(f"wm_ablation: error: {repo_relative(path)} was written with another protocol "
                  f"({res.get('protocol')}); pass --out NEW.json or the same settings")
+    return res
+
+
+def save_arm(out: Path, res: dict, k: str, protocol: dict) -> dict:
+    """Write `res` with its arm `k` to `out`, keeping the arms another process (`--arms`) has written there since
+    `res` was read; returns what was written."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists():
+        res = res | {"runs": load_results(out, protocol)["runs"] | {k: res["runs"][k]}}
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(res, indent=1) + "\n")
+    tmp.replace(out)
     return res
 
 
@@ -437,10 +450,7 @@ def main() -> None:
             "loadavg_before": _r(list(load_before), 2), "loadavg_end": _r(list(os.getloadavg()), 2),
             "wall_seconds": round(time.perf_counter() - t0, 1),
         }
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(res, indent=1) + "\n")
-        tmp.replace(out)  # each finished arm is kept at once
+        res = save_arm(out, res, k, protocol)  # each finished arm is kept at once
         s = res["runs"][k]["score"]
         print(f"{k}: windows {s['windows']['psnr']} dB / {s['windows']['ssim']}, rollouts {s['rollouts']['psnr']} dB, "
               f"train {tr['seconds']:.0f} s, score {t2 - t1:.0f} s", flush=True)

@@ -65,6 +65,15 @@ def test_tail_slope_of_a_line_and_a_resumed_curve():
                                                                                          [15, 1.0]]
 
 
+def test_save_arm_keeps_the_arms_another_process_wrote(tmp_path):
+    out, protocol = tmp_path / "abl.json", {"steps": 3}
+    abl.save_arm(out, {"protocol": protocol, "runs": {"pred_v@0": {"a": 1}}}, "pred_v@0", protocol)
+    mine = {"protocol": protocol, "runs": {"pred_x@0": {"a": 2}}}  # read before pred_v@0 was written
+    kept = abl.save_arm(out, mine, "pred_x@0", protocol)
+    assert json.loads(out.read_text())["runs"] == {"pred_v@0": {"a": 1}, "pred_x@0": {"a": 2}} == kept["runs"]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("pusht") / "pusht32"
