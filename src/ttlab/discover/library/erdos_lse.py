@@ -125,7 +125,7 @@ def ladder(budget_s, rng):
         hk, ck, hops = n0_chain(c.until((k * metro + 0.05) / chains), c.until((k + 1) * metro / chains), end, rng)
         chain = f" chain {k + 1}/{chains}" if chains > 1 else ""
         print(f"lse ladder:{chain} n={hk.size} C5={ck:.12f} after {hops} hops (T={s['hop_T']})")
-        if ck < c5:
+        if h is None or ck < c5:  # the first chain stands even if its C5 is not finite
             h, c5 = hk, ck
     levels = int(s["levels"])
     for k in range(levels):  # each level's hops get an equal share of half the time left
