@@ -36,6 +36,17 @@ def test_library_proposer_mutates_and_renders():
     assert library_programs("circle32") and '"task": "ac2"' in library_programs("ac2")["local"]
 
 
+def test_a_one_item_choice_list_is_never_jittered_and_draws_nothing():
+    # `chains` of erdos_lse: only a pin changes it, and adding it did not shift the proposer's random stream
+    base = {"a": 1.0, "b": 3, "c": "x", "c_choices": ["x", "y"]}
+    one = {**base, "chains": 1, "chains_choices": [1]}
+    for seed in range(5):
+        m = mutate(one, np.random.default_rng(seed))
+        assert m["chains"] == 1 and "chains_choices" not in m
+        assert {k: v for k, v in m.items() if k != "chains"} == mutate(base, np.random.default_rng(seed))
+    assert mutate(read_settings(library_programs("erdos")["lse"]), np.random.default_rng(0))["chains"] == 1
+
+
 def test_every_library_program_improves_its_task_quickly():
     for task_name in ["erdos", "ac1", "ac2", "circle26"]:
         task = get_task(task_name)

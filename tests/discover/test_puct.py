@@ -84,3 +84,21 @@ def test_portfolio_preset_is_auto_from_three_roots_first():
     cfg, auto = SEARCH_PRESETS["erdos_portfolio"](), SEARCH_PRESETS["erdos_auto"]()
     assert (cfg.init_states, cfg.roots_first, auto.roots_first) == (3, True, False)
     assert (cfg.program_settings, cfg.program_budget_s) == (auto.program_settings, auto.program_budget_s)
+
+
+def test_screen_preset_is_auto_with_seven_chains_in_one_program_of_the_whole_budget():
+    import json
+
+    from ttlab.discover.loop import make_proposer
+    from ttlab.discover.presets import SEARCH_PRESETS
+    from ttlab.discover.puct import Node
+    from ttlab.discover.proposers import read_settings
+
+    cfg, auto = SEARCH_PRESETS["erdos_screen"](), SEARCH_PRESETS["erdos_auto"]()
+    pins, auto_pins = json.loads(cfg.program_settings)["lse"], json.loads(auto.program_settings)["lse"]
+    assert (pins["chains"], pins["metro_frac"], pins["hop_T"], cfg.program_budget_s) == (7, 0.77, 5e-5, 1800.0)
+    assert {k: v for k, v in pins.items() if k not in ("chains", "metro_frac", "hop_T")} == \
+        {k: v for k, v in auto_pins.items() if k not in ("metro_frac", "hop_T")}
+    node = Node(id="0", construction=[0.5] * 8, reward=-0.5, score=0.5)
+    code = make_proposer(cfg).propose([node], 1)[0].code
+    assert read_settings(code)["chains"] == 7  # the pin reaches the program the sandbox runs

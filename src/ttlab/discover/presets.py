@@ -64,8 +64,18 @@ def erdos_portfolio() -> SearchConfig:
     return replace(erdos_auto(), init_states=3, roots_first=True)
 
 
+def erdos_screen() -> SearchConfig:
+    """`erdos_auto` whose first program screens seven chains at 51 pieces and ladders the lowest: the level a
+    chain ends on at 51 pieces decides where its ladder ends, so the budget goes to chains (7 x ~200 CPU s,
+    Metropolis hops at T = 5e-5), one ladder (~230 s), and whatever is left to hop-refinement. For a CPU
+    budget of 30 minutes (`--cpu-budget 30m`): the first program gets all of it and stops at 90%."""
+    pins = json.loads(erdos_auto().program_settings)
+    pins["lse"].update({"metro_frac": 0.77, "chains": 7, "hop_T": 5e-5})
+    return replace(erdos_auto(), time_limit="60m", program_budget_s=1800.0, program_settings=json.dumps(pins))
+
+
 SEARCH_PRESETS = {"debug": search_debug, "default": SearchConfig, "erdos_ladder": erdos_ladder,
-                  "erdos_auto": erdos_auto, "erdos_portfolio": erdos_portfolio}
+                  "erdos_auto": erdos_auto, "erdos_portfolio": erdos_portfolio, "erdos_screen": erdos_screen}
 
 # ---- polish ------------------------------------------------------------------------------------------
 

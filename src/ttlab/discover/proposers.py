@@ -75,8 +75,8 @@ def mutate(settings: dict[str, Any], rng: np.random.Generator, scale: float = 0.
         if k.endswith("_choices"):
             continue
         choices = settings.get(k + "_choices")
-        if choices:
-            out[k] = choices[int(rng.integers(len(choices)))]
+        if choices:  # one choice: a setting only a pin changes (no draw, so the stream stays as it was)
+            out[k] = choices[0] if len(choices) == 1 else choices[int(rng.integers(len(choices)))]
         elif isinstance(v, bool):
             out[k] = bool(rng.integers(2)) if k.startswith("flip_") else v
         elif isinstance(v, str):

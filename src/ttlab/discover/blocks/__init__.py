@@ -74,7 +74,7 @@ def with_blocks(code: str, clock: str = "time") -> str:
     return "".join(loader_line(m, clock) for m in uses_blocks(code)) + code
 
 
-def log_tail(stdout: str, lines: int = 12, width: int = 160) -> list[str]:
+def log_tail(stdout: str, lines: int = 24, width: int = 160) -> list[str]:
     """The last `lines` non-empty lines of a program's output, each cut to `width` characters, without the
     `program_meta` line: what a result file keeps of a program's own account (e.g. a ladder's C5 at each
     size). Untrusted text, kept as a diagnostic only."""

@@ -33,7 +33,7 @@ FFT_N = eb.FFT_N  # from here on the gradient's correlations go through the FFT 
 HOP_TAUS = eb.HOP_TAUS  # a converged solve from a perturbed profile
 FINE_TAUS = eb.FINE_TAUS  # re-converging a doubled profile (already near its optimum)
 
-SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.01, "objective": "penalty", "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30, "coarsen": 1, "hop_frac": 0.0, "hop_sigma": 0.3, "hop_window": 0.15, "hop_ftol": 1e-11, "hop_T": 0.0, "hop_sym": 0.0, "levels": 2, "auto_above": 0.3812, "metro_frac": 0.0, "wall_factor": None}
+SETTINGS = {"start": "parent", "start_choices": ["parent", "parent", "random"], "n0": 100, "n0_choices": [60, 80, 100, 100, 120], "tau0": 1e-06, "tau0_choices": [0.001, 0.0001, 1e-06, 1e-06, 1e-07], "tau_random": 0.01, "objective": "penalty", "tau_end": 1e-10, "factor": 0.3, "penalty": 1000.0, "upsample": 1, "upsample_choices": [1, 1, 1, 2], "max_n": 2400, "maxcor": 30, "coarsen": 1, "hop_frac": 0.0, "hop_sigma": 0.3, "hop_window": 0.15, "hop_ftol": 1e-11, "hop_T": 0.0, "hop_sym": 0.0, "levels": 2, "auto_above": 0.3812, "metro_frac": 0.0, "wall_factor": None, "chains": 1, "chains_choices": [1]}
 
 corr, normalise, exactly_feasible, random_start = eb.corr, eb.normalise, eb.exactly_feasible, eb.random_start
 
@@ -119,7 +119,7 @@ def ladder(budget_s, rng):
     c = clock(budget_s)
     end = c.until(0.9)
     metro = float(s["metro_frac"]) or float(s["hop_frac"])  # 0: the same share as hop mode's
-    chains = max(1, int(s.get("chains") or 1))
+    chains = max(1, int(s["chains"]))
     h, c5 = None, float("inf")
     for k in range(chains):  # chain k: random starts for 5% / chains of the budget, then hops to its share's end
         hk, ck, hops = n0_chain(c.until((k * metro + 0.05) / chains), c.until((k + 1) * metro / chains), end, rng)
