@@ -37,14 +37,28 @@ def test_library_proposer_mutates_and_renders():
 
 
 def test_a_one_item_choice_list_is_never_jittered_and_draws_nothing():
-    # `chains` of erdos_lse: only a pin changes it, and adding it did not shift the proposer's random stream
+    # `chains` of erdos_lse: only a pin changes it, and the key shifts nothing in the proposer's random stream
+
+    class NoDrawForOne:  # a generator that fails if asked to draw among a single choice
+        def __init__(self, seed):
+            self.rng = np.random.default_rng(seed)
+
+        def integers(self, n, *a, **k):
+            assert n != 1, "drew among a single choice"
+            return self.rng.integers(n, *a, **k)
+
+        def standard_normal(self, *a, **k):
+            return self.rng.standard_normal(*a, **k)
+
     base = {"a": 1.0, "b": 3, "c": "x", "c_choices": ["x", "y"]}
-    one = {**base, "chains": 1, "chains_choices": [1]}
+    one = {"chains": 1, "chains_choices": [1], **base}  # first, so a draw would shift every key after it
     for seed in range(5):
-        m = mutate(one, np.random.default_rng(seed))
-        assert m["chains"] == 1 and "chains_choices" not in m
-        assert {k: v for k, v in m.items() if k != "chains"} == mutate(base, np.random.default_rng(seed))
-    assert mutate(read_settings(library_programs("erdos")["lse"]), np.random.default_rng(0))["chains"] == 1
+        r1, r2 = NoDrawForOne(seed), np.random.default_rng(seed)
+        for _ in range(2):  # twice on one generator: the second call sees the first call's draws
+            m, ref = mutate(one, r1), mutate(base, r2)
+            assert m["chains"] == 1 and "chains_choices" not in m
+            assert {k: v for k, v in m.items() if k != "chains"} == ref
+    assert mutate(read_settings(library_programs("erdos")["lse"]), NoDrawForOne(0))["chains"] == 1
 
 
 def test_every_library_program_improves_its_task_quickly():

@@ -89,6 +89,7 @@ def test_portfolio_preset_is_auto_from_three_roots_first():
 def test_screen_preset_is_auto_with_seven_chains_in_one_program_of_the_whole_budget():
     import json
 
+    from ttlab.common.duration import parse_duration
     from ttlab.discover.loop import make_proposer
     from ttlab.discover.presets import SEARCH_PRESETS
     from ttlab.discover.puct import Node
@@ -97,6 +98,8 @@ def test_screen_preset_is_auto_with_seven_chains_in_one_program_of_the_whole_bud
     cfg, auto = SEARCH_PRESETS["erdos_screen"](), SEARCH_PRESETS["erdos_auto"]()
     pins, auto_pins = json.loads(cfg.program_settings)["lse"], json.loads(auto.program_settings)["lse"]
     assert (pins["chains"], pins["metro_frac"], pins["hop_T"], cfg.program_budget_s) == (7, 0.77, 5e-5, 1800.0)
+    assert (cfg.cpu_budget, cfg.program_wall_factor) == ("30m", 6.0)  # the wall limit never cuts the first program
+    assert parse_duration(cfg.time_limit) >= cfg.program_wall_factor * cfg.program_budget_s
     assert {k: v for k, v in pins.items() if k not in ("chains", "metro_frac", "hop_T")} == \
         {k: v for k, v in auto_pins.items() if k not in ("metro_frac", "hop_T")}
     node = Node(id="0", construction=[0.5] * 8, reward=-0.5, score=0.5)

@@ -67,11 +67,15 @@ def erdos_portfolio() -> SearchConfig:
 def erdos_screen() -> SearchConfig:
     """`erdos_auto` whose first program screens seven chains at 51 pieces and ladders the lowest: the level a
     chain ends on at 51 pieces decides where its ladder ends, so the budget goes to chains (7 x ~200 CPU s,
-    Metropolis hops at T = 5e-5), one ladder (~230 s), and whatever is left to hop-refinement. For a CPU
-    budget of 30 minutes (`--cpu-budget 30m`): the first program gets all of it and stops at 90%."""
+    Metropolis hops at T = 5e-5), one ladder (~230 s), and what is left (~230 s) to the tree's next programs.
+    Self-contained: 30 program-CPU minutes (`cpu_budget`), each program's wall backstop 6x its CPU budget, and a
+    4-hour wall limit that never cuts the first program below its 1800 s (a shorter `--time-limit` would).
+    The first program stops at 90% of its budget. PUCT then ties the root with its child and re-ladders the root
+    (seven ~25-s chains, too short to matter) before hop-refining the best."""
     pins = json.loads(erdos_auto().program_settings)
     pins["lse"].update({"metro_frac": 0.77, "chains": 7, "hop_T": 5e-5})
-    return replace(erdos_auto(), time_limit="60m", program_budget_s=1800.0, program_settings=json.dumps(pins))
+    return replace(erdos_auto(), time_limit="4h", cpu_budget="30m", program_wall_factor=6.0, program_budget_s=1800.0,
+                   program_settings=json.dumps(pins))
 
 
 SEARCH_PRESETS = {"debug": search_debug, "default": SearchConfig, "erdos_ladder": erdos_ladder,
