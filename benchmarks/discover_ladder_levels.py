@@ -7,7 +7,8 @@ Reads the ladders (`erdos_lse` in random-start hop mode: Metropolis hops at n0 =
 to 204, refinement to 816) of `benchmarks/discover_search.py` runs, from a run directory's `tree.json` (each
 node keeps its program's output) or from a result file (each program's last output lines, `log`). For every
 ladder: its seed, its C5 at each size, and its final C5; then, grouped by the level its first stage ended on at
-n0, how many ladders ended below the record (0.380876). A level at n0 that always ends below the record says
+n0, how many ladders ended below the record (0.380876); for ladders that screen chains at n0 (`chains` > 1), every
+chain's level and hops (`chain_levels`; a ladder's level is its lowest chain's). A level at n0 that always ends below the record says
 the basin is decided at 51 pieces, before any doubling. One JSON line last.
 """
 
@@ -33,6 +34,14 @@ def ladder_stages(lines: list[str]) -> dict[int, float]:
     return out
 
 
+CHAIN = re.compile(r"lse ladder: chain \d+/\d+ n=\d+ C5=([0-9.]+) after (\d+) hops")
+
+
+def chain_ends(lines: list[str]) -> list[list[float]]:
+    """[[C5, hops], ...] for each chain of a ladder that screens chains at n0 (`chains` > 1); [] otherwise."""
+    return [[float(m.group(1)), int(m.group(2))] for m in (CHAIN.match(ln.strip()) for ln in lines) if m]
+
+
 def ladders_of(path: Path) -> list[dict]:
     """The ladders of one run directory (tree.json) or one result file (`seeds[].programs[].log`)."""
     rows = []
@@ -41,16 +50,19 @@ def ladders_of(path: Path) -> list[dict]:
         nodes = tree["nodes"] if isinstance(tree["nodes"], list) else list(tree["nodes"].values())
         seed = int(re.search(r"seed(\d+)$", path.name).group(1)) if re.search(r"seed(\d+)$", path.name) else None
         for x in nodes:
-            st = ladder_stages((x.get("stdout") or "").splitlines())
+            lines = (x.get("stdout") or "").splitlines()
+            st = ladder_stages(lines)
             if st and x.get("score") is not None:
-                rows.append({"seed": seed, "source": path.name, "stages": st, "final": float(x["score"])})
+                rows.append({"seed": seed, "source": path.name, "stages": st, "final": float(x["score"]),
+                             "chains": chain_ends(lines)})
         return rows
     d = json.loads(path.read_text())
     for s in d.get("seeds", []):
         for q in s.get("programs", []):
             st = ladder_stages(q.get("log") or [])
             if st and q.get("score") is not None:
-                rows.append({"seed": s["seed"], "source": path.name, "stages": st, "final": float(q["score"])})
+                rows.append({"seed": s["seed"], "source": path.name, "stages": st, "final": float(q["score"]),
+                             "chains": chain_ends(q.get("log") or [])})
     return rows
 
 
@@ -62,6 +74,16 @@ def by_level(rows: list[dict], digits: int = 7) -> list[dict]:
         groups.setdefault(f"{r['stages'][n0]:.{digits}f}", []).append(r)
     return [{"level_at_n0": k, "ladders": len(v), "below_record": sum(r["final"] < RECORD for r in v),
              "final_best": min(r["final"] for r in v), "final_worst": max(r["final"] for r in v)}
+            for k, v in sorted(groups.items())]
+
+
+def chain_levels(rows: list[dict], digits: int = 7) -> list[dict]:
+    """Every screened chain (ladders with `chains` > 1) grouped by the level it ended on at n0, with its hops."""
+    groups: dict[str, list[int]] = {}
+    for r in rows:
+        for c5, hops in r.get("chains", []):
+            groups.setdefault(f"{c5:.{digits}f}", []).append(hops)
+    return [{"level_at_n0": k, "chains": len(v), "hops_min": min(v), "hops_max": max(v)}
             for k, v in sorted(groups.items())]
 
 
@@ -88,6 +110,7 @@ def main() -> None:
         r["stages"] = {str(n): c for n, c in sorted(r["stages"].items())}
     res = {"benchmark": "discover_ladder_levels", "record": RECORD, "ladders": len(uniq),
            "below_record": sum(r["final"] < RECORD for r in uniq), "levels": levels,
+           "chain_levels": chain_levels(uniq),
            "rows": sorted(uniq, key=lambda r: (r["seed"] is None, r["seed"], r["final"]))}
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)

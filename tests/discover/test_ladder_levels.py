@@ -47,3 +47,19 @@ def test_levels_group_ladders_from_a_run_dir_and_a_result_file_counting_each_onc
 def test_levels_name_a_path_that_is_neither(tmp_path):
     p = run(tmp_path)
     assert p.returncode != 0 and "neither a result file nor a run directory" in p.stderr
+
+
+def test_a_screened_ladder_takes_its_lowest_chain_as_its_level_and_every_chain_is_counted(tmp_path):
+    log = ["lse ladder: chain 1/3 n=51 C5=0.380970768548 after 1610 hops (T=5e-05)",
+           "lse ladder: chain 2/3 n=51 C5=0.380921566028 after 1631 hops (T=5e-05)",
+           "lse ladder: chain 3/3 n=51 C5=0.380970770691 after 1624 hops (T=5e-05)",
+           "lse ladder: n=102 C5=0.380880546778 after 162 hops",
+           "lse ladder: refined to n=816 C5=0.380871646635", "lse: n=816 C5=0.380871646635"]
+    res_file = tmp_path / "res.json"
+    res_file.write_text(json.dumps({"seeds": [{"seed": 28, "programs": [{"score": 0.3808716466, "log": log}]}]}))
+    out = tmp_path / "levels.json"
+    assert run(res_file, "--out", out).returncode == 0
+    res = json.loads(out.read_text())
+    assert [(g["level_at_n0"], g["ladders"], g["below_record"]) for g in res["levels"]] == [("0.3809216", 1, 1)]
+    assert [(g["level_at_n0"], g["chains"], g["hops_min"]) for g in res["chain_levels"]] == [
+        ("0.3809216", 1, 1631), ("0.3809708", 2, 1610)]
