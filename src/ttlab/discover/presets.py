@@ -67,7 +67,7 @@ def erdos_portfolio() -> SearchConfig:
 def erdos_screen() -> SearchConfig:
     """`erdos_auto` whose first program screens seven chains at 51 pieces and ladders the lowest: the level a
     chain ends on at 51 pieces decides where its ladder ends, so the budget goes to chains (7 x ~200 CPU s,
-    Metropolis hops at T = 5e-5), one ladder (~230 s), and what is left (~230 s) to the tree's next programs.
+    Metropolis hops at T = 5e-5), one ladder (~180 s), and what is left (~230 s) to the tree's next programs.
     Self-contained: 30 program-CPU minutes (`cpu_budget`), each program's wall backstop 6x its CPU budget, and a
     4-hour wall limit that never cuts the first program below its 1800 s (a shorter `--time-limit` would).
     The first program stops at 90% of its budget. PUCT then ties the root with its child and re-ladders the root
