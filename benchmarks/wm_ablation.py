@@ -32,6 +32,7 @@ rerun; an arm cut short resumes from its last checkpoint. Processes running diff
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -234,12 +235,29 @@ def save_arm(out: Path, res: dict, k: str, protocol: dict) -> dict:
     """Write `res` with its arm `k` to `out`, keeping the arms another process (`--arms`) has written there since
     `res` was read; returns what was written."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    if out.exists():
-        res = res | {"runs": load_results(out, protocol)["runs"] | {k: res["runs"][k]}}
-    tmp = out.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(res, indent=1) + "\n")
-    tmp.replace(out)
+    with _locked(out.parent):  # two arms finishing together must not drop each other
+        if out.exists():
+            res = res | {"runs": load_results(out, protocol)["runs"] | {k: res["runs"][k]}}
+        tmp = out.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(res, indent=1) + "\n")
+        tmp.replace(out)
     return res
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive advisory lock on the directory `path`, which leaves no file behind (no-op without `fcntl`)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def key(arm: str, seed: int) -> str:

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -72,6 +73,22 @@ def test_save_arm_keeps_the_arms_another_process_wrote(tmp_path):
     kept = abl.save_arm(out, mine, "pred_x@0", protocol)
     assert json.loads(out.read_text())["runs"] == {"pred_v@0": {"a": 1}, "pred_x@0": {"a": 2}} == kept["runs"]
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_save_arm_from_two_writers_at_once_keeps_every_arm(tmp_path):
+    out, protocol = tmp_path / "abl.json", {"steps": 3}
+
+    def writer(name: str) -> None:
+        for i in range(40):
+            k = f"{name}@{i}"
+            abl.save_arm(out, {"protocol": protocol, "runs": {k: {"a": i}}}, k, protocol)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in ("pred_x", "pred_v")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(json.loads(out.read_text())["runs"]) == 80
 
 
 @pytest.fixture(scope="module")
