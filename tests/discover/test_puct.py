@@ -92,8 +92,8 @@ def test_screen_preset_is_auto_with_seven_chains_in_one_program_of_the_whole_bud
     from ttlab.common.duration import parse_duration
     from ttlab.discover.loop import make_proposer
     from ttlab.discover.presets import SEARCH_PRESETS
-    from ttlab.discover.puct import Node
     from ttlab.discover.proposers import read_settings
+    from ttlab.discover.puct import Node
 
     cfg, auto = SEARCH_PRESETS["erdos_screen"](), SEARCH_PRESETS["erdos_auto"]()
     pins, auto_pins = json.loads(cfg.program_settings)["lse"], json.loads(auto.program_settings)["lse"]
