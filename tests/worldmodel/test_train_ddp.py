@@ -61,3 +61,54 @@ def test_ranks_share_rank_zeros_run_dir(tmp_path, monkeypatch):
     assert other.path == tmp_path / "node1" / "wm" / "r" and not other.path.exists()
     with pytest.raises(ValueError, match="same --run-name on every node"):
         open_run_dir(replace(cfg, run_name=""))
+
+
+def test_ddp_ranks_stop_together_on_a_wall_clock_budget(tmp_path):
+    """A wall-clock budget under DDP: the ranks stop at the same step (a rank that stopped alone would leave the
+    other waiting in the gradient all-reduce until the subprocess timeout)."""
+    two = _train(tmp_path, "budget", 2, 2, "--budget-minutes", "0.08", "--max-steps", "100000")
+    steps = [s for s, _ in two["steps_losses"]]
+    assert two["world_size"] == 2 and 0 < len(steps) < 100000
+    assert steps == list(range(len(steps)))
+
+
+class _Strategy:
+    """Two ranks seen from rank 1: broadcast returns rank 0's value, a boolean reduction sees rank 0's wish."""
+
+    def __init__(self, rank0_value, rank0_stop: bool):
+        self.rank0_value, self.rank0_stop = rank0_value, rank0_stop
+
+    def broadcast(self, obj, src=0):
+        return self.rank0_value
+
+    def reduce_boolean_decision(self, decision, all=True):
+        return (decision and self.rank0_stop) if all else (decision or self.rank0_stop)
+
+
+def test_time_budget_takes_rank_zeros_clock_and_stops_when_any_rank_does():
+    import types
+
+    import torch
+
+    from ttlab.worldmodel.train import TimeBudget, WallClockGuard
+
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    trainer = types.SimpleNamespace(world_size=2, global_step=50, optimizers=[opt], should_stop=False,
+                                    strategy=_Strategy(rank0_value=30.0, rank0_stop=True))
+    module = types.SimpleNamespace(cfg=types.SimpleNamespace(lr=1.0))
+    tb = TimeBudget(minutes=1.0, warmup_steps=1, min_ratio=0.0)  # this rank's own clock: 0 s spent
+    tb.on_train_batch_start(trainer, module, None, 0)
+    assert tb.elapsed == 30.0  # rank 0's: half the budget, so the cosine LR is at half
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.5)
+    tb.on_train_batch_end(trainer, module, None, None, 0)  # this rank has time left, rank 0 wants to stop
+    assert trainer.should_stop
+    guard = WallClockGuard(minutes=10.0)
+    guard.on_train_start(trainer, module)
+    trainer.should_stop = False
+    guard.on_train_batch_end(trainer, module, None, None, 0)
+    assert trainer.should_stop and guard.stopped_at == 50
+    trainer.strategy.rank0_stop = False  # nobody's clock has run out
+    trainer.should_stop = False
+    tb.on_train_batch_end(trainer, module, None, None, 0)
+    guard.on_train_batch_end(trainer, module, None, None, 0)
+    assert not trainer.should_stop

@@ -292,7 +292,8 @@ class WorldModelModule(L.LightningModule):
 class TimeBudget(L.Callback):
     """`budget_minutes`: the LR follows warmup (by step) then a cosine over the elapsed fraction of the budget,
     and training stops when the budget is spent. The elapsed time is part of the checkpoint, so `--resume`
-    continues the same schedule."""
+    continues the same schedule. Under DDP every rank takes rank 0's elapsed time (one LR, so the replicas stay
+    equal) and they stop together (Lightning does not reduce `should_stop`; a rank left waiting would hang)."""
 
     def __init__(self, minutes: float, warmup_steps: int, min_ratio: float):
         self.seconds, self.warmup, self.min_ratio = minutes * 60.0, warmup_steps, min_ratio
@@ -309,6 +310,8 @@ class TimeBudget(L.Callback):
         if self.t_last is not None:
             self.elapsed += now - self.t_last
         self.t_last = now
+        if trainer.world_size > 1:
+            self.elapsed = float(trainer.strategy.broadcast(self.elapsed, src=0))
         step = trainer.global_step
         frac = min(1.0, self.elapsed / self.seconds)
         mult = (step + 1) / self.warmup if step < self.warmup else \
@@ -318,7 +321,8 @@ class TimeBudget(L.Callback):
                 g["lr"] = module.cfg.lr * mult
 
     def on_train_batch_end(self, trainer, module, outputs, batch, idx) -> None:
-        if self.elapsed + (time.perf_counter() - self.t_last) >= self.seconds:
+        spent = self.elapsed + (time.perf_counter() - self.t_last) >= self.seconds
+        if stop_together(trainer, spent):
             trainer.should_stop = True
 
 
@@ -334,9 +338,14 @@ class WallClockGuard(L.Callback):
         self.t0 = time.perf_counter()
 
     def on_train_batch_end(self, trainer, module, outputs, batch, idx) -> None:
-        if self.t0 is not None and time.perf_counter() - self.t0 >= self.seconds:
+        if stop_together(trainer, self.t0 is not None and time.perf_counter() - self.t0 >= self.seconds):
             trainer.should_stop = True
             self.stopped_at = int(trainer.global_step)
+
+
+def stop_together(trainer, stop: bool) -> bool:
+    """One rank's wish to stop, made every rank's (any rank's clock that runs out stops them all)."""
+    return bool(trainer.strategy.reduce_boolean_decision(stop, all=False)) if trainer.world_size > 1 else stop
 
 
 class ExportWeights(L.Callback):
