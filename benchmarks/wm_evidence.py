@@ -1,7 +1,7 @@
 """World-model evidence on CPU: a generative NanoWM on held-out PushT against every cheap predictor. Prints ONE JSON
 line last.
 
-One resumable command, on one thread:
+One resumable command, on one thread per process (`--devices 2`: DDP over both cores, same global batch):
   1. data: PushT 64x64 from the smooth pusher (gym-pusht) into data/ if missing; its measured motion per model
      frame beside the earlier scripted pusher's (24 episodes simulated, not written);
   2. speed: fp32 and bf16 matmul peaks and the training step's rate, measured here, and the rate the training
@@ -16,6 +16,7 @@ Writes benchmarks/results/wm_evidence/{wm_evidence.json, strip.png, rollouts.gif
 
     python benchmarks/wm_evidence.py [--train-minutes 45] [--run-name evidence] [--resume] [--eval-only]
     python benchmarks/wm_evidence.py --abs-actions --action-map gaussian --compile  # pixel-aligned actions
+    python benchmarks/wm_evidence.py --abs-actions --action-map gaussian --compile --devices 2  # both cores
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import torch
 
 from ttlab.worldmodel.data.pusht import generate_pusht, motion_stats, rollout_episode
 from ttlab.worldmodel.diffusion import Objective
+from ttlab.worldmodel.distributed import launched_rank
 from ttlab.worldmodel.model import count_parameters
 from ttlab.worldmodel.presets import pusht_cpu
 from ttlab.worldmodel.scorecard import fit_baselines, score_rollouts, score_windows, scorecard_targets
@@ -91,7 +93,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="training seed (init, batches, noise); the held-out "
                     "episodes stay those of seed 0, so seeds are scored on the same set")
     ap.add_argument("--compile", action="store_true", help="train through torch.compile of the denoiser")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    ap.add_argument("--devices", type=int, default=1, help="training processes (DDP over gloo); the global batch "
+                    "stays the preset's, split between them")
     ap.add_argument("--run-name", default="evidence")
     ap.add_argument("--root", default="runs", help="runs root: the run is ROOT/wm/RUN_NAME")
     ap.add_argument("--resume", action="store_true", help="continue the run from its last checkpoint, same budget")
@@ -100,6 +104,9 @@ def main() -> None:
     ap.add_argument("--rollout-episodes", type=int, default=32)
     ap.add_argument("--out-dir", default="runs/bench/wm_evidence")
     args = ap.parse_args()
+    if args.devices < 1 or pusht_cpu().batch_size % args.devices:
+        ap.error(f"--devices {args.devices}: must be >= 1 and divide the global batch {pusht_cpu().batch_size}")
+    rank = launched_rank()  # > 0: a process Lightning launched to train beside rank 0, which does everything else
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     torch.set_num_threads(args.threads)
     t_start = time.perf_counter()
@@ -114,9 +121,11 @@ def main() -> None:
         print(f"generating {args.episodes} PushT episodes into {data}", flush=True)
         gen = generate_pusht(data, args.episodes, 64, args.episode_steps, workers=1, seed=0, show_progress=False)
     made = json.loads((data / "ttlab_pusht.json").read_text())
-    old = [rollout_episode(1000 + i, 64, args.episode_steps, "scripted")["states"] for i in range(24)]
-    motion = {"ours_smooth": made.get("motion_interval5"),
-              "earlier_scripted": motion_stats(old, [len(s) for s in old], 5, 64)}
+    motion = {}
+    if rank == 0:
+        old = [rollout_episode(1000 + i, 64, args.episode_steps, "scripted")["states"] for i in range(24)]
+        motion = {"ours_smooth": made.get("motion_interval5"),
+                  "earlier_scripted": motion_stats(old, [len(s) for s in old], 5, 64)}
 
     if args.action_map != "none" and not args.abs_actions:
         ap.error(f"--action-map {args.action_map}: needs --abs-actions (relative actions are not image positions)")
@@ -128,9 +137,17 @@ def main() -> None:
                                     context_noise=args.context_noise),
                   self_forcing=args.self_forcing, self_forcing_steps=args.self_forcing_steps,
                   self_forcing_start=args.self_forcing_start,
-                  seed=args.seed, split_seed=0)
+                  seed=args.seed, split_seed=0, devices=args.devices,
+                  batch_size=pusht_cpu().batch_size // args.devices)
     if args.hidden or args.depth:
         cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
+    if args.max_steps:  # a fixed step budget (the cosine anneals inside it)
+        cfg = replace(cfg, max_steps=args.max_steps, checkpoint_every=min(cfg.checkpoint_every, max(10, args.max_steps // 10)))
+    else:  # a wall-clock budget: the schedule follows elapsed time, so a busy machine trains fewer steps, annealed
+        cfg = replace(cfg, budget_minutes=args.train_minutes, max_steps=10**7, checkpoint_every=200)
+    if rank > 0:
+        train(cfg)
+        return
     run_dir = Path(cfg.root) / "wm" / cfg.run_name
     train_ds, val_ds = build_datasets(cfg, None)
     mcfg = build_model_config(cfg, tuple(train_ds[0]["frames"].shape[1:]), train_ds.action_dim,
@@ -142,10 +159,6 @@ def main() -> None:
              "step_fp32": train_step_rate(mcfg, obj, cfg.batch_size, cfg.num_frames, steps=3, dtype=torch.float32)}
     for k, peak in (("step_bf16", "bf16_matmul"), ("step_fp32", "fp32_matmul")):
         speed[k]["fraction_of_peak"] = r(speed[k]["gflops_median"] / speed[peak]["peak_gflops"])
-    if args.max_steps:  # a fixed step budget (the cosine anneals inside it)
-        cfg = replace(cfg, max_steps=args.max_steps, checkpoint_every=min(cfg.checkpoint_every, max(10, args.max_steps // 10)))
-    else:  # a wall-clock budget: the schedule follows elapsed time, so a busy machine trains fewer steps, annealed
-        cfg = replace(cfg, budget_minutes=args.train_minutes, max_steps=10**7, checkpoint_every=200)
     max_steps = cfg.max_steps
     print(f"training for {args.max_steps or args.train_minutes} {'steps' if args.max_steps else 'minutes'} "
           f"(measured {speed['step_bf16']['step_s_median']} s/step)", flush=True)
@@ -164,8 +177,8 @@ def main() -> None:
     # the configuration the run last trained with: a resumed run's flags are in config.resume.json
     cfg_file = next((p for p in (run_dir / "config.resume.json", run_dir / "config.json") if p.exists()), None)
     saved = json.loads(cfg_file.read_text()) if cfg_file is not None else {}
-    # the whole training loop's rate (data, Lightning, EMA included) over the steps this process trained
-    trained_gflop = speed["step_bf16"]["gflop_per_step"] * (tr["steps"] - steps_before)
+    # the whole training loop's rate (data, Lightning, EMA included) over the steps trained here, all processes
+    trained_gflop = speed["step_bf16"]["gflop_per_step"] * (tr["steps"] - steps_before) * args.devices
     achieved = trained_gflop / tr["seconds"] if tr["seconds"] == tr["seconds"] and tr["seconds"] > 0 else float("nan")
 
     print("fitting the baselines", flush=True)
@@ -202,7 +215,7 @@ def main() -> None:
             "agent_ink_ratio")
     res = {
         "benchmark": "wm_evidence", "commit": commit, "commit_at_end": git_rev(), "nproc": os.cpu_count(),
-        "torch_threads": args.threads, "loadavg_before": r(list(load_before), 2), "loadavg_end": r(list(os.getloadavg()), 2),
+        "torch_threads": args.threads, "devices": args.devices, "loadavg_before": r(list(load_before), 2), "loadavg_end": r(list(os.getloadavg()), 2),
         "data": {"dir": str(data), "generated_now": gen is not None, "episodes": len(val_ds.source),
                  "heldout_episodes": len(val_ds.episodes), "resolution": 64, "frame_interval": cfg.frame_interval,
                  "pusher": made.get("pusher"), "motion_per_model_frame": motion},
@@ -210,11 +223,14 @@ def main() -> None:
                   "patch": mcfg.patch_size, "frames": cfg.num_frames, "n_ctx": cfg.n_ctx,
                   "diffusion": asdict(cfg.diffusion), "sample_steps": cfg.sample_steps, "precision": cfg.precision},
         "speed": speed | {"training_achieved_gflops": r(achieved, 1),
-                          "training_fraction_of_bf16_peak": r(achieved / speed["bf16_matmul"]["peak_gflops"]),
+                          "training_fraction_of_bf16_peak": r(achieved / (speed["bf16_matmul"]["peak_gflops"]
+                                                                        * args.devices)),
+                          "peak_note": "the bf16 peak is one process's; the fraction divides by it x devices",
                           **({"note": "the achieved rate counts the training step's FLOPs, not the self-forcing "
                               "sampling pass"} if cfg.self_forcing > 0 else {})},
         "train": {"steps": tr["steps"], "max_steps": max_steps if args.max_steps else None,
-                  "budget_minutes": cfg.budget_minutes or None, "batch": cfg.batch_size, "lr": cfg.lr,
+                  "budget_minutes": cfg.budget_minutes or None,
+                  "batch": cfg.batch_size * args.devices, "batch_per_process": cfg.batch_size, "lr": cfg.lr,
                   "minutes": r(tr["seconds"] / 60, 2), "stopped_by_wall_clock": tr["stopped_by_wall_clock"],
                   "resumed": args.resume, "eval_only": args.eval_only,
                   "compile": cfg.compile, "run_config": {k: saved.get(k) for k in (
