@@ -1,7 +1,7 @@
 """World-model evidence on CPU: a generative NanoWM on held-out PushT against every cheap predictor. Prints ONE JSON
 line last.
 
-One resumable command, on one thread per process (`--devices 2`: DDP over both cores, same global batch):
+One resumable command, on one thread per process (`--devices 2 --batch 32`: DDP over both cores):
   1. data: PushT 64x64 from the smooth pusher (gym-pusht) into data/ if missing; its measured motion per model
      frame beside the earlier scripted pusher's (24 episodes simulated, not written);
   2. speed: fp32 and bf16 matmul peaks and the training step's rate, measured here, and the rate the training
@@ -16,7 +16,7 @@ Writes benchmarks/results/wm_evidence/{wm_evidence.json, strip.png, rollouts.gif
 
     python benchmarks/wm_evidence.py [--train-minutes 45] [--run-name evidence] [--resume] [--eval-only]
     python benchmarks/wm_evidence.py --abs-actions --action-map gaussian --compile  # pixel-aligned actions
-    python benchmarks/wm_evidence.py --abs-actions --action-map gaussian --compile --devices 2  # both cores
+    python benchmarks/wm_evidence.py --abs-actions --action-map gaussian --compile --devices 2 --batch 32  # both cores
 """
 
 from __future__ import annotations
@@ -94,8 +94,9 @@ def main() -> None:
                     "episodes stay those of seed 0, so seeds are scored on the same set")
     ap.add_argument("--compile", action="store_true", help="train through torch.compile of the denoiser")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
-    ap.add_argument("--devices", type=int, default=1, help="training processes (DDP over gloo); the global batch "
-                    "stays the preset's, split between them")
+    ap.add_argument("--devices", type=int, default=1, help="training processes (DDP over gloo), the global batch "
+                    "split between them")
+    ap.add_argument("--batch", type=int, default=0, help="global batch (0 = the preset's, 16)")
     ap.add_argument("--run-name", default="evidence")
     ap.add_argument("--root", default="runs", help="runs root: the run is ROOT/wm/RUN_NAME")
     ap.add_argument("--resume", action="store_true", help="continue the run from its last checkpoint, same budget")
@@ -104,8 +105,9 @@ def main() -> None:
     ap.add_argument("--rollout-episodes", type=int, default=32)
     ap.add_argument("--out-dir", default="runs/bench/wm_evidence")
     args = ap.parse_args()
-    if args.devices < 1 or pusht_cpu().batch_size % args.devices:
-        ap.error(f"--devices {args.devices}: must be >= 1 and divide the global batch {pusht_cpu().batch_size}")
+    batch = args.batch or pusht_cpu().batch_size
+    if args.devices < 1 or batch < 1 or batch % args.devices:
+        ap.error(f"--devices {args.devices}: must be >= 1 and divide the global batch {batch}")
     rank = launched_rank()  # > 0: a process Lightning launched to train beside rank 0, which does everything else
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     torch.set_num_threads(args.threads)
@@ -138,7 +140,7 @@ def main() -> None:
                   self_forcing=args.self_forcing, self_forcing_steps=args.self_forcing_steps,
                   self_forcing_start=args.self_forcing_start,
                   seed=args.seed, split_seed=0, devices=args.devices,
-                  batch_size=pusht_cpu().batch_size // args.devices)
+                  batch_size=batch // args.devices)
     if args.hidden or args.depth:
         cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
     if args.max_steps:  # a fixed step budget (the cosine anneals inside it)
