@@ -96,7 +96,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--devices", type=int, default=1, help="training processes (DDP over gloo), the global batch "
                     "split between them")
-    ap.add_argument("--batch", type=int, default=0, help="global batch (0 = the preset's, 16)")
+    ap.add_argument("--batch", type=int, default=0, help=f"global batch (0 = the preset's, {pusht_cpu().batch_size})")
     ap.add_argument("--run-name", default="evidence")
     ap.add_argument("--root", default="runs", help="runs root: the run is ROOT/wm/RUN_NAME")
     ap.add_argument("--resume", action="store_true", help="continue the run from its last checkpoint, same budget")
@@ -106,7 +106,9 @@ def main() -> None:
     ap.add_argument("--out-dir", default="runs/bench/wm_evidence")
     args = ap.parse_args()
     batch = args.batch or pusht_cpu().batch_size
-    if args.devices < 1 or batch < 1 or batch % args.devices:
+    if args.batch < 0:
+        ap.error(f"--batch {args.batch}: must be >= 1 (or 0 for the preset's)")
+    if args.devices < 1 or batch % args.devices:
         ap.error(f"--devices {args.devices}: must be >= 1 and divide the global batch {batch}")
     rank = launched_rank()  # > 0: a process Lightning launched to train beside rank 0, which does everything else
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
@@ -149,7 +151,9 @@ def main() -> None:
         cfg = replace(cfg, budget_minutes=args.train_minutes, max_steps=10**7, checkpoint_every=200)
     if rank > 0:
         train(cfg)
-        return
+        # leave at once: Lightning's launcher watches this process, and a failure in a later teardown would
+        # kill rank 0 while it scores
+        os._exit(0)
     run_dir = Path(cfg.root) / "wm" / cfg.run_name
     train_ds, val_ds = build_datasets(cfg, None)
     mcfg = build_model_config(cfg, tuple(train_ds[0]["frames"].shape[1:]), train_ds.action_dim,
@@ -173,14 +177,17 @@ def main() -> None:
         steps_before = tr.get("steps_before", steps_before)
     else:
         tr = train(cfg)
-        tr = {k: tr[k] for k in ("steps", "seconds", "stopped_by_wall_clock")} | {"steps_before": steps_before}
+        tr = {k: tr[k] for k in ("steps", "seconds", "stopped_by_wall_clock")} | {
+            "steps_before": steps_before, "devices": args.devices, "batch_per_process": cfg.batch_size}
         summary.write_text(json.dumps(tr) + "\n")
+    # how the run trained (an --eval-only rescoring takes it from the record, not from its own flags)
+    devices, per_process = tr.get("devices", args.devices), tr.get("batch_per_process", cfg.batch_size)
     wm = load_world_model(run_dir)
     # the configuration the run last trained with: a resumed run's flags are in config.resume.json
     cfg_file = next((p for p in (run_dir / "config.resume.json", run_dir / "config.json") if p.exists()), None)
     saved = json.loads(cfg_file.read_text()) if cfg_file is not None else {}
     # the whole training loop's rate (data, Lightning, EMA included) over the steps trained here, all processes
-    trained_gflop = speed["step_bf16"]["gflop_per_step"] * (tr["steps"] - steps_before) * args.devices
+    trained_gflop = speed["step_bf16"]["gflop_per_step"] * (tr["steps"] - steps_before) * devices
     achieved = trained_gflop / tr["seconds"] if tr["seconds"] == tr["seconds"] and tr["seconds"] > 0 else float("nan")
 
     print("fitting the baselines", flush=True)
@@ -217,22 +224,22 @@ def main() -> None:
             "agent_ink_ratio")
     res = {
         "benchmark": "wm_evidence", "commit": commit, "commit_at_end": git_rev(), "nproc": os.cpu_count(),
-        "torch_threads": args.threads, "devices": args.devices, "loadavg_before": r(list(load_before), 2), "loadavg_end": r(list(os.getloadavg()), 2),
+        "torch_threads": args.threads, "devices": devices, "loadavg_before": r(list(load_before), 2), "loadavg_end": r(list(os.getloadavg()), 2),
         "data": {"dir": str(data), "generated_now": gen is not None, "episodes": len(val_ds.source),
                  "heldout_episodes": len(val_ds.episodes), "resolution": 64, "frame_interval": cfg.frame_interval,
                  "pusher": made.get("pusher"), "motion_per_model_frame": motion},
         "model": {"params_M": round(count_parameters(wm.model) / 1e6, 3), "hidden": mcfg.hidden, "depth": mcfg.depth,
                   "patch": mcfg.patch_size, "frames": cfg.num_frames, "n_ctx": cfg.n_ctx,
                   "diffusion": asdict(cfg.diffusion), "sample_steps": cfg.sample_steps, "precision": cfg.precision},
-        "speed": speed | {"training_achieved_gflops": r(achieved, 1),
+        "speed": speed | {"training_achieved_gflops": r(achieved, 3),
                           "training_fraction_of_bf16_peak": r(achieved / (speed["bf16_matmul"]["peak_gflops"]
-                                                                        * args.devices)),
+                                                                        * devices)),
                           "peak_note": "the bf16 peak is one process's; the fraction divides by it x devices",
                           **({"note": "the achieved rate counts the training step's FLOPs, not the self-forcing "
                               "sampling pass"} if cfg.self_forcing > 0 else {})},
         "train": {"steps": tr["steps"], "max_steps": max_steps if args.max_steps else None,
                   "budget_minutes": cfg.budget_minutes or None,
-                  "batch": cfg.batch_size * args.devices, "batch_per_process": cfg.batch_size, "lr": cfg.lr,
+                  "batch": per_process * devices, "batch_per_process": per_process, "lr": cfg.lr,
                   "minutes": r(tr["seconds"] / 60, 2), "stopped_by_wall_clock": tr["stopped_by_wall_clock"],
                   "resumed": args.resume, "eval_only": args.eval_only,
                   "compile": cfg.compile, "run_config": {k: saved.get(k) for k in (

@@ -1,0 +1,56 @@
+"""`benchmarks/wm_evidence.py` end to end on a tiny dataset and model: over 2 DDP processes the global batch is the
+preset's, the steps and the JSON line are rank 0's alone, and a --devices that does not divide the batch is a
+one-line error.
+
+Not marked slow on purpose: the DDP path of the evidence command runs in `make test` (about a minute)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ttlab.worldmodel.presets import pusht_cpu
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _evidence(run: Callable, tmp: Path, *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "OMP_NUM_THREADS": "1", "SDL_VIDEODRIVER": "dummy"}
+    return run([sys.executable, str(ROOT / "benchmarks" / "wm_evidence.py"), *argv], cwd=tmp, env=env)
+
+
+def test_evidence_over_two_processes_keeps_the_global_batch_and_reports_once(tmp_path, run_group):
+    out = _evidence(run_group, tmp_path, "--data", str(tmp_path / "data"), "--episodes", "24", "--episode-steps", "150",
+                    "--abs-actions", "--action-map", "gaussian", "--hidden", "32", "--depth", "1",
+                    "--devices", "2", "--max-steps", "4", "--eval-windows", "4", "--rollout-episodes", "2",
+                    "--run-name", "ddp", "--root", str(tmp_path / "runs"), "--out-dir", str(tmp_path / "out"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    assert len(lines) == 1  # rank 1 trains and exits without scoring or printing
+    res = json.loads(lines[0])
+    assert res == json.loads((tmp_path / "out" / "wm_evidence.json").read_text())
+    assert res["devices"] == 2 and res["train"]["steps"] == 4
+    assert res["train"]["batch"] == pusht_cpu().batch_size and res["train"]["batch_per_process"] == pusht_cpu().batch_size // 2
+    curve = json.loads((tmp_path / "runs" / "wm" / "ddp" / "loss_curve.json").read_text())
+    assert curve["world_size"] == 2 and curve["global_batch"] == pusht_cpu().batch_size
+    # the training rate counts both processes' steps
+    per_step, minutes = res["speed"]["step_bf16"]["gflop_per_step"], res["train"]["minutes"]
+    assert res["speed"]["training_achieved_gflops"] == pytest.approx(per_step * 4 * 2 / (minutes * 60), rel=0.1)
+    record = json.loads((tmp_path / "runs" / "wm" / "ddp" / "evidence_train.json").read_text())
+    assert (record["devices"], record["batch_per_process"]) == (2, pusht_cpu().batch_size // 2)
+    assert (tmp_path / "out" / "strip.png").stat().st_size > 0
+
+
+def test_devices_that_do_not_divide_the_batch_are_a_one_line_error(tmp_path, run_group):
+    for argv, name in ((("--devices", "3"), "--devices 3"), (("--batch", "-4"), "--batch -4")):
+        out = _evidence(run_group, tmp_path, *argv, "--data", str(tmp_path / "none"))
+        assert out.returncode == 2
+        assert name in out.stderr.strip().splitlines()[-1]
+        assert not (tmp_path / "none").exists()
