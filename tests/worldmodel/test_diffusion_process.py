@@ -159,6 +159,26 @@ def test_rollout_slides_beyond_the_window():
         rollout(model, obj, start, torch.zeros(1, 11, 2), window=2, n_ctx=2)
 
 
+def test_rollout_keeps_the_first_frames_of_each_round_and_reconditions():
+    obj = Objective(DiffusionConfig())
+    ctx_seen = []
+
+    def model(x, t, a):
+        ctx_seen.append(a[0, 1, 0].item())  # the action of the window's second frame names where it starts
+        return torch.zeros_like(x)
+
+    start = torch.randn(1, 2, 3, 8, 8)
+    actions = torch.arange(1, 9).float()[None, :, None].expand(1, 8, 2)
+    out = rollout(model, obj, start, actions, window=5, n_ctx=2, n_steps=2, keep=1)
+    assert out.shape == (1, 8, 3, 8, 8) and torch.equal(out[:, :2], start)
+    # one kept frame per round: 6 rounds (windows start at frames 0..5), each run n_steps times
+    assert sorted(set(ctx_seen)) == [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]
+    every = rollout(model, obj, start, actions, window=5, n_ctx=2, n_steps=2, keep=0)
+    assert every.shape == out.shape
+    with pytest.raises(ValueError, match="keep"):
+        rollout(model, obj, start, actions, window=5, n_ctx=2, keep=-1)
+
+
 def test_loss_is_finite_and_weighted():
     obj = Objective(DiffusionConfig(target="v"))
     model = lambda x, t, a: torch.zeros_like(x)
