@@ -34,6 +34,7 @@ import torch
 
 from ttlab.worldmodel.data.pusht import generate_pusht, motion_stats, rollout_episode
 from ttlab.worldmodel.diffusion import Objective
+from ttlab.worldmodel.diffusion.samplers import MODES
 from ttlab.worldmodel.distributed import launched_rank
 from ttlab.worldmodel.model import count_parameters
 from ttlab.worldmodel.presets import pusht_cpu
@@ -101,10 +102,15 @@ def main() -> None:
     ap.add_argument("--root", default="runs", help="runs root: the run is ROOT/wm/RUN_NAME")
     ap.add_argument("--resume", action="store_true", help="continue the run from its last checkpoint, same budget")
     ap.add_argument("--eval-only", action="store_true", help="score the existing run without training")
+    ap.add_argument("--sample-mode", choices=MODES, default="full_sequence", help="the sampler's noise schedule over "
+                    "a window's frames (choose it on tuning episodes: benchmarks/wm_sampler_sweep.py)")
+    ap.add_argument("--rollout-keep", type=int, default=0, help="generated frames a rollout keeps per round (0 = all)")
     ap.add_argument("--eval-windows", type=int, default=256)
     ap.add_argument("--rollout-episodes", type=int, default=32)
     ap.add_argument("--out-dir", default="runs/bench/wm_evidence")
     args = ap.parse_args()
+    if args.rollout_keep < 0:
+        ap.error(f"--rollout-keep {args.rollout_keep}: must be >= 0 (0 = every generated frame)")
     batch = args.batch or pusht_cpu().batch_size
     if args.batch < 0:
         ap.error(f"--batch {args.batch}: must be >= 1 (or 0 for the preset's)")
@@ -196,10 +202,11 @@ def main() -> None:
     train_eps = np.setdiff1d(np.arange(len(val_ds.source)), val_ds.episodes)
     base = fit_baselines(val_ds.source, train_eps, cfg.frame_interval, max_lag=24)
     print("scoring windows", flush=True)
-    w = score_windows(wm.model, wm.obj, val_ds, base, cfg.n_ctx, cfg.sample_steps, count=args.eval_windows)
+    w = score_windows(wm.model, wm.obj, val_ds, base, cfg.n_ctx, cfg.sample_steps, count=args.eval_windows,
+                      mode=args.sample_mode)
     print("scoring rollouts", flush=True)
     ro = score_rollouts(wm.model, wm.obj, val_ds, base, cfg.n_ctx, cfg.sample_steps, horizon=24,
-                        max_episodes=args.rollout_episodes)
+                        max_episodes=args.rollout_episodes, mode=args.sample_mode, keep=args.rollout_keep)
     eval_secs = time.perf_counter() - t_eval
 
     x, p1, p2, po = w.pop("_first")
@@ -230,7 +237,8 @@ def main() -> None:
                  "pusher": made.get("pusher"), "motion_per_model_frame": motion},
         "model": {"params_M": round(count_parameters(wm.model) / 1e6, 3), "hidden": mcfg.hidden, "depth": mcfg.depth,
                   "patch": mcfg.patch_size, "frames": cfg.num_frames, "n_ctx": cfg.n_ctx,
-                  "diffusion": asdict(cfg.diffusion), "sample_steps": cfg.sample_steps, "precision": cfg.precision},
+                  "diffusion": asdict(cfg.diffusion), "sample_steps": cfg.sample_steps, "precision": cfg.precision,
+                  "sampler": {"mode": args.sample_mode, "rollout_keep": args.rollout_keep}},
         "speed": speed | {"training_achieved_gflops": r(achieved, 3),
                           "training_fraction_of_bf16_peak": r(achieved / (speed["bf16_matmul"]["peak_gflops"]
                                                                         * devices)),

@@ -20,10 +20,13 @@ from ttlab.worldmodel.presets import pusht_cpu
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "OMP_NUM_THREADS": "1", "SDL_VIDEODRIVER": "dummy"}
+
+
 def _evidence(run: Callable, tmp: Path, *argv: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "OMP_NUM_THREADS": "1", "SDL_VIDEODRIVER": "dummy"}
-    return run([sys.executable, str(ROOT / "benchmarks" / "wm_evidence.py"), *argv], cwd=tmp, env=env)
+    return run([sys.executable, str(ROOT / "benchmarks" / "wm_evidence.py"), *argv], cwd=tmp, env=_env())
 
 
 def test_evidence_over_two_processes_keeps_the_global_batch_and_reports_once(tmp_path, run_group):
@@ -46,6 +49,17 @@ def test_evidence_over_two_processes_keeps_the_global_batch_and_reports_once(tmp
     record = json.loads((tmp_path / "runs" / "wm" / "ddp" / "evidence_train.json").read_text())
     assert (record["devices"], record["batch_per_process"]) == (2, pusht_cpu().batch_size // 2)
     assert (tmp_path / "out" / "strip.png").stat().st_size > 0
+    # the sampler is chosen on other episodes than the evidence's, and the choice is one the evidence accepts
+    sweep = run_group([sys.executable, str(ROOT / "benchmarks" / "wm_sampler_sweep.py"), "--run",
+                       str(tmp_path / "runs" / "wm" / "ddp"), "--data", str(tmp_path / "tune"), "--episodes", "4",
+                       "--configs", "full_sequence:0,pyramid:1", "--eval-windows", "4", "--rollout-episodes", "2",
+                       "--out", str(tmp_path / "sweep.json")], cwd=tmp_path, env=_env())
+    assert sweep.returncode == 0, sweep.stderr[-3000:]
+    chosen = json.loads(sweep.stdout.splitlines()[-1])
+    assert [(c["mode"], c["keep"]) for c in chosen["configs"]] == [("full_sequence", 0), ("pyramid", 1)]
+    assert chosen["tuning_data"]["seed"] != 0 and chosen["tuning_data"]["episodes"] == 4
+    ssims = {(c["mode"], c["keep"]): c["rollouts"]["model"]["ssim"] for c in chosen["configs"]}
+    assert ssims[(chosen["chosen"]["mode"], chosen["chosen"]["keep"])] == max(ssims.values())
 
 
 def test_devices_that_do_not_divide_the_batch_are_a_one_line_error(tmp_path, run_group):
@@ -54,3 +68,11 @@ def test_devices_that_do_not_divide_the_batch_are_a_one_line_error(tmp_path, run
         assert out.returncode == 2
         assert name in out.stderr.strip().splitlines()[-1]
         assert not (tmp_path / "none").exists()
+
+
+def test_sampler_sweep_refuses_bad_settings_and_the_evidence_seed(tmp_path, run_group):
+    sweep = [sys.executable, str(ROOT / "benchmarks" / "wm_sampler_sweep.py"), "--run", str(tmp_path)]
+    for extra, words in ((["--configs", "pyramid:x"], "--configs"), (["--configs", "spiral:0"], "--configs"),
+                         ([], "no checkpoints"), (["--data-seed", "0"], "--data-seed 0")):
+        out = run_group(sweep + extra, cwd=tmp_path, env=_env())
+        assert out.returncode == 2 and words in out.stderr.strip().splitlines()[-1], out.stderr

@@ -1,0 +1,117 @@
+"""Choose the world model's sampler on tuning episodes, never on the held-out ones. Prints ONE JSON line last.
+
+A trained run (e.g. `benchmarks/wm_evidence.py`'s) is scored on PushT episodes generated with another seed than the
+evidence data (so neither trained on nor held out), for each sampler setting: the noise schedule over a window's
+frames (`full_sequence`: every frame at one level; `pyramid`: diffusion forcing's staircase, each frame one step
+noisier than the one before; `sequential`: one frame after another) and how many of each round's generated frames a
+rollout keeps before re-conditioning (0 = all). Windows (lags 1-3) and 24-frame rollouts, against the same
+copy-last / mean-frame / blend baselines as the evidence. The choice is the highest rollout SSIM (the evidence
+target the default sampler missed); pass it to `wm_evidence.py --eval-only --sample-mode M --rollout-keep K`.
+
+    python benchmarks/wm_sampler_sweep.py --run runs/wm/evidence [--configs full_sequence:0,pyramid:0,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ttlab.common.config import from_dict
+from ttlab.worldmodel.config import TrainConfig
+from ttlab.worldmodel.data.pusht import generate_pusht
+from ttlab.worldmodel.diffusion.samplers import MODES
+from ttlab.worldmodel.scorecard import fit_baselines, score_rollouts, score_windows, scorecard_targets
+from ttlab.worldmodel.train import build_datasets
+from ttlab.worldmodel.weights import load_world_model
+
+ROOT = Path(__file__).resolve().parent.parent
+KEYS = ("psnr", "ssim", "tee_px", "tee_kept", "tee_placed", "agent_ink_ratio")
+
+
+def parse_configs(text: str) -> list[tuple[str, int]]:
+    """'full_sequence:0,pyramid:1' -> [('full_sequence', 0), ('pyramid', 1)]; a bad entry is a ValueError."""
+    out = []
+    for item in filter(None, (t.strip() for t in text.split(","))):
+        mode, _, keep = item.partition(":")
+        if mode not in MODES or not keep.isdigit():
+            raise ValueError(f"--configs {item!r}: expected MODE:KEEP with MODE one of {', '.join(MODES)} and KEEP >= 0")
+        out.append((mode, int(keep)))
+    if not out:
+        raise ValueError("--configs: no sampler setting given")
+    return out
+
+
+def summary(res: dict, names=("model", "copy_last", "mean_frame", "blend")) -> dict:
+    return {n: {k: round(float(res[f"{n}/{k}"]), 4) for k in KEYS if f"{n}/{k}" in res} for n in names}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--run", required=True, help="a trained run directory (runs/wm/<name>)")
+    ap.add_argument("--data", default="data/pusht64_smooth_tune", help="tuning episodes (generated if missing)")
+    ap.add_argument("--episodes", type=int, default=40, help="episodes to generate when --data is missing")
+    ap.add_argument("--episode-steps", type=int, default=150)
+    ap.add_argument("--data-seed", type=int, default=7, help="generator seed of the tuning episodes (the evidence "
+                    "data is seed 0)")
+    ap.add_argument("--configs", default="full_sequence:0,full_sequence:1,pyramid:0,pyramid:1")
+    ap.add_argument("--eval-windows", type=int, default=64)
+    ap.add_argument("--rollout-episodes", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default="runs/bench/wm_sampler_sweep/wm_sampler_sweep.json")
+    args = ap.parse_args()
+    try:
+        configs = parse_configs(args.configs)
+    except ValueError as e:
+        ap.error(str(e))
+    if args.data_seed == 0:
+        ap.error("--data-seed 0: that is the evidence data's seed; tuning episodes must be other episodes")
+    run = Path(args.run)
+    if not (run / "checkpoints" / "weights_latest.json").exists():
+        ap.error(f"--run {run}: no checkpoints/weights_latest in it (train it first)")
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    t0 = time.perf_counter()
+    data = Path(args.data)
+    if not (data / "states.pth").exists():
+        print(f"generating {args.episodes} tuning episodes into {data} (seed {args.data_seed})", flush=True)
+        generate_pusht(data, args.episodes, 64, args.episode_steps, workers=1, seed=args.data_seed,
+                       show_progress=False)
+    wm = load_world_model(run)
+    cfg = replace(from_dict(TrainConfig, wm.train_cfg), data=str(data), val_fraction=0.0)
+    # every tuning episode is scored; the action statistics are the run's
+    _, ds = build_datasets(cfg, run / "action_stats.json")
+    base = fit_baselines(ds.source, np.arange(len(ds.source)), cfg.frame_interval, max_lag=24)
+    rows = []
+    for mode, keep in configs:
+        t = time.perf_counter()
+        print(f"scoring {mode} keep {keep}", flush=True)
+        w = score_windows(wm.model, wm.obj, ds, base, cfg.n_ctx, cfg.sample_steps, count=args.eval_windows, mode=mode)
+        ro = score_rollouts(wm.model, wm.obj, ds, base, cfg.n_ctx, cfg.sample_steps, horizon=24,
+                            max_episodes=args.rollout_episodes, mode=mode, keep=keep)
+        targets = scorecard_targets(w, ro)
+        rows.append({"mode": mode, "keep": keep, "windows": summary(w), "rollouts": summary(ro),
+                     "tee_at_rollout_frame_8": targets["tee_ink_at_rollout_frame_8_at_least_0.8"],
+                     "targets_met": sorted(k for k, v in targets.items() if v["met"]),
+                     "seconds": round(time.perf_counter() - t, 1)})
+    best = max(rows, key=lambda r: r["rollouts"]["model"]["ssim"])
+    res = {"benchmark": "wm_sampler_sweep", "run": run.name, "step": wm.step, "tuning_data": {
+        "dir": str(data), "seed": args.data_seed, "episodes": len(ds.source)}, "sample_steps": cfg.sample_steps,
+        "criterion": "highest rollout SSIM on the tuning episodes", "chosen": {"mode": best["mode"],
+        "keep": best["keep"]}, "configs": rows, "minutes": round((time.perf_counter() - t0) / 60, 2)}
+    out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=1) + "\n")
+    print(json.dumps(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
