@@ -31,7 +31,7 @@ def _evidence(run: Callable, tmp: Path, *argv: str) -> subprocess.CompletedProce
 
 def test_evidence_over_two_processes_keeps_the_global_batch_and_reports_once(tmp_path, run_group):
     out = _evidence(run_group, tmp_path, "--data", str(tmp_path / "data"), "--episodes", "24", "--episode-steps", "150",
-                    "--abs-actions", "--action-map", "gaussian", "--hidden", "32", "--depth", "1",
+                    "--abs-actions", "--action-map", "gaussian", "--hidden", "32", "--depth", "2",
                     "--devices", "2", "--max-steps", "4", "--eval-windows", "4", "--rollout-episodes", "2",
                     "--run-name", "ddp", "--root", str(tmp_path / "runs"), "--out-dir", str(tmp_path / "out"))
     assert out.returncode == 0, out.stderr[-3000:]

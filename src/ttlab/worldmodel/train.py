@@ -310,7 +310,7 @@ class TimeBudget(L.Callback):
         if self.t_last is not None:
             self.elapsed += now - self.t_last
         self.t_last = now
-        if trainer.world_size > 1:
+        if getattr(trainer, "world_size", 1) > 1:
             self.elapsed = float(trainer.strategy.broadcast(self.elapsed, src=0))
         step = trainer.global_step
         frac = min(1.0, self.elapsed / self.seconds)
@@ -345,7 +345,9 @@ class WallClockGuard(L.Callback):
 
 def stop_together(trainer, stop: bool) -> bool:
     """One rank's wish to stop, made every rank's (any rank's clock that runs out stops them all)."""
-    return bool(trainer.strategy.reduce_boolean_decision(stop, all=False)) if trainer.world_size > 1 else stop
+    if getattr(trainer, "world_size", 1) > 1:
+        return bool(trainer.strategy.reduce_boolean_decision(stop, all=False))
+    return stop
 
 
 class ExportWeights(L.Callback):
