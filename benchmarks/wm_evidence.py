@@ -105,12 +105,22 @@ def main() -> None:
     ap.add_argument("--sample-mode", choices=MODES, default="full_sequence", help="the sampler's noise schedule over "
                     "a window's frames (choose it on tuning episodes: benchmarks/wm_sampler_sweep.py)")
     ap.add_argument("--rollout-keep", type=int, default=0, help="generated frames a rollout keeps per round (0 = all)")
+    ap.add_argument("--sample-steps", type=int, default=0, help="sampling steps (0 = the run's)")
+    ap.add_argument("--history-noise", type=float, default=0.0, help="the noise level the context is shown at, a "
+                    "fraction of the way to pure noise (diffusion forcing's stabilisation; 0 = clean)")
+    ap.add_argument("--eta", type=float, default=0.0, help="stochastic DDIM's eta (0 = deterministic)")
     ap.add_argument("--eval-windows", type=int, default=256)
     ap.add_argument("--rollout-episodes", type=int, default=32)
     ap.add_argument("--out-dir", default="runs/bench/wm_evidence")
     args = ap.parse_args()
     if args.rollout_keep < 0:
         ap.error(f"--rollout-keep {args.rollout_keep}: must be >= 0 (0 = every generated frame)")
+    if args.sample_steps < 0:
+        ap.error(f"--sample-steps {args.sample_steps}: must be >= 1 (or 0 for the run's)")
+    if not 0 <= args.history_noise < 1:
+        ap.error(f"--history-noise {args.history_noise}: must be in [0, 1)")
+    if args.eta < 0:
+        ap.error(f"--eta {args.eta}: must be >= 0")
     batch = args.batch or pusht_cpu().batch_size
     if args.batch < 0:
         ap.error(f"--batch {args.batch}: must be >= 1 (or 0 for the preset's)")
@@ -202,11 +212,12 @@ def main() -> None:
     train_eps = np.setdiff1d(np.arange(len(val_ds.source)), val_ds.episodes)
     base = fit_baselines(val_ds.source, train_eps, cfg.frame_interval, max_lag=24)
     print("scoring windows", flush=True)
-    w = score_windows(wm.model, wm.obj, val_ds, base, cfg.n_ctx, cfg.sample_steps, count=args.eval_windows,
-                      mode=args.sample_mode)
+    n_steps = args.sample_steps or cfg.sample_steps
+    smp = {"mode": args.sample_mode, "history_noise": args.history_noise, "eta": args.eta}
+    w = score_windows(wm.model, wm.obj, val_ds, base, cfg.n_ctx, n_steps, count=args.eval_windows, **smp)
     print("scoring rollouts", flush=True)
-    ro = score_rollouts(wm.model, wm.obj, val_ds, base, cfg.n_ctx, cfg.sample_steps, horizon=24,
-                        max_episodes=args.rollout_episodes, mode=args.sample_mode, keep=args.rollout_keep)
+    ro = score_rollouts(wm.model, wm.obj, val_ds, base, cfg.n_ctx, n_steps, horizon=24,
+                        max_episodes=args.rollout_episodes, keep=args.rollout_keep, **smp)
     eval_secs = time.perf_counter() - t_eval
 
     x, p1, p2, po = w.pop("_first")
@@ -237,8 +248,9 @@ def main() -> None:
                  "pusher": made.get("pusher"), "motion_per_model_frame": motion},
         "model": {"params_M": round(count_parameters(wm.model) / 1e6, 3), "hidden": mcfg.hidden, "depth": mcfg.depth,
                   "patch": mcfg.patch_size, "frames": cfg.num_frames, "n_ctx": cfg.n_ctx,
-                  "diffusion": asdict(cfg.diffusion), "sample_steps": cfg.sample_steps, "precision": cfg.precision,
-                  "sampler": {"mode": args.sample_mode, "rollout_keep": args.rollout_keep}},
+                  "diffusion": asdict(cfg.diffusion), "sample_steps": n_steps, "precision": cfg.precision,
+                  "sampler": {"mode": args.sample_mode, "rollout_keep": args.rollout_keep,
+                              "history_noise": args.history_noise, "eta": args.eta}},
         "speed": speed | {"training_achieved_gflops": r(achieved, 3),
                           "training_fraction_of_bf16_peak": r(achieved / (speed["bf16_matmul"]["peak_gflops"]
                                                                         * devices)),

@@ -4,11 +4,14 @@ A trained run (e.g. `benchmarks/wm_evidence.py`'s) is scored on PushT episodes g
 evidence data (so neither trained on nor held out), for each sampler setting: the noise schedule over a window's
 frames (`full_sequence`: every frame at one level; `pyramid`: diffusion forcing's staircase, each frame one step
 noisier than the one before; `sequential`: one frame after another) and how many of each round's generated frames a
-rollout keeps before re-conditioning (0 = all). Windows (lags 1-3) and 24-frame rollouts, against the same
+rollout keeps before re-conditioning (0 = all), and optionally the sampling steps (`steps=N`), the noise level the
+context is shown at (`hist=F`, diffusion forcing's stabilisation: a fraction of the way to pure noise) and stochastic
+DDIM (`eta=F`). Windows (lags 1-3) and 24-frame rollouts, against the same
 copy-last / mean-frame / blend baselines as the evidence. The choice is the highest rollout SSIM (the evidence
-target the default sampler missed); pass it to `wm_evidence.py --eval-only --sample-mode M --rollout-keep K`.
+target the default sampler missed); pass it to `wm_evidence.py --eval-only --sample-mode M --rollout-keep K
+--sample-steps N --history-noise F --eta F`.
 
-    python benchmarks/wm_sampler_sweep.py --run runs/wm/evidence [--configs full_sequence:0,pyramid:0,...]
+    python benchmarks/wm_sampler_sweep.py --run runs/wm/evidence [--configs full_sequence:0,pyramid:0:hist=0.05,...]
 """
 
 from __future__ import annotations
@@ -36,14 +39,30 @@ ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("psnr", "ssim", "tee_px", "tee_kept", "tee_placed", "agent_ink_ratio")
 
 
-def parse_configs(text: str) -> list[tuple[str, int]]:
-    """'full_sequence:0,pyramid:1' -> [('full_sequence', 0), ('pyramid', 1)]; a bad entry is a ValueError."""
+OPTIONS = {"steps": int, "hist": float, "eta": float}
+
+
+def parse_configs(text: str) -> list[dict]:
+    """'full_sequence:0,pyramid:1:steps=16:hist=0.05' -> [{'mode': 'full_sequence', 'keep': 0}, {'mode': 'pyramid',
+    'keep': 1, 'steps': 16, 'hist': 0.05}]; options left out take the run's defaults. A bad entry is a ValueError."""
     out = []
     for item in filter(None, (t.strip() for t in text.split(","))):
-        mode, _, keep = item.partition(":")
+        mode, _, rest = item.partition(":")
+        keep, *opts = rest.split(":")
         if mode not in MODES or not keep.isdigit():
-            raise ValueError(f"--configs {item!r}: expected MODE:KEEP with MODE one of {', '.join(MODES)} and KEEP >= 0")
-        out.append((mode, int(keep)))
+            raise ValueError(f"--configs {item!r}: expected MODE:KEEP[:steps=N][:hist=F][:eta=F] with MODE one of "
+                             f"{', '.join(MODES)} and KEEP >= 0")
+        cfg = {"mode": mode, "keep": int(keep)}
+        for o in opts:
+            k, _, v = o.partition("=")
+            try:
+                cfg[k] = OPTIONS[k](v)
+            except (KeyError, ValueError):
+                raise ValueError(f"--configs {item!r}: bad option {o!r}; expected steps=N (N >= 1), hist=F (0 <= F < 1) "
+                                 f"or eta=F (F >= 0)") from None
+        if cfg.get("steps", 1) < 1 or not 0 <= cfg.get("hist", 0.0) < 1 or cfg.get("eta", 0.0) < 0:
+            raise ValueError(f"--configs {item!r}: expected steps >= 1, 0 <= hist < 1, eta >= 0")
+        out.append(cfg)
     if not out:
         raise ValueError("--configs: no sampler setting given")
     return out
@@ -90,22 +109,24 @@ def main() -> int:
     _, ds = build_datasets(cfg, run / "action_stats.json")
     base = fit_baselines(ds.source, np.arange(len(ds.source)), cfg.frame_interval, max_lag=24)
     rows = []
-    for mode, keep in configs:
+    for c in configs:
         t = time.perf_counter()
-        print(f"scoring {mode} keep {keep}", flush=True)
-        w = score_windows(wm.model, wm.obj, ds, base, cfg.n_ctx, cfg.sample_steps, count=args.eval_windows, mode=mode)
-        ro = score_rollouts(wm.model, wm.obj, ds, base, cfg.n_ctx, cfg.sample_steps, horizon=24,
-                            max_episodes=args.rollout_episodes, mode=mode, keep=keep)
+        c = {"steps": cfg.sample_steps, "hist": 0.0, "eta": 0.0} | c
+        print(f"scoring {c}", flush=True)
+        smp = {"mode": c["mode"], "history_noise": c["hist"], "eta": c["eta"]}
+        w = score_windows(wm.model, wm.obj, ds, base, cfg.n_ctx, c["steps"], count=args.eval_windows, **smp)
+        ro = score_rollouts(wm.model, wm.obj, ds, base, cfg.n_ctx, c["steps"], horizon=24,
+                            max_episodes=args.rollout_episodes, keep=c["keep"], **smp)
         targets = scorecard_targets(w, ro)
-        rows.append({"mode": mode, "keep": keep, "windows": summary(w), "rollouts": summary(ro),
+        rows.append({**c, "windows": summary(w), "rollouts": summary(ro),
                      "tee_at_rollout_frame_8": targets["tee_ink_at_rollout_frame_8_at_least_0.8"],
                      "targets_met": sorted(k for k, v in targets.items() if v["met"]),
                      "seconds": round(time.perf_counter() - t, 1)})
     best = max(rows, key=lambda r: r["rollouts"]["model"]["ssim"])
     res = {"benchmark": "wm_sampler_sweep", "run": run.name, "step": wm.step, "tuning_data": {
         "dir": str(data), "seed": args.data_seed, "episodes": len(ds.source)}, "sample_steps": cfg.sample_steps,
-        "criterion": "highest rollout SSIM on the tuning episodes", "chosen": {"mode": best["mode"],
-        "keep": best["keep"]}, "configs": rows, "minutes": round((time.perf_counter() - t0) / 60, 2)}
+        "criterion": "highest rollout SSIM on the tuning episodes", "chosen": {k: best[k] for k in (
+        "mode", "keep", "steps", "hist", "eta")}, "configs": rows, "minutes": round((time.perf_counter() - t0) / 60, 2)}
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1) + "\n")

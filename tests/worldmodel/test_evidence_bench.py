@@ -52,18 +52,24 @@ def test_evidence_over_two_processes_keeps_the_global_batch_and_reports_once(tmp
     # the sampler is chosen on other episodes than the evidence's, and the choice is one the evidence accepts
     sweep = run_group([sys.executable, str(ROOT / "benchmarks" / "wm_sampler_sweep.py"), "--run",
                        str(tmp_path / "runs" / "wm" / "ddp"), "--data", str(tmp_path / "tune"), "--episodes", "4",
-                       "--configs", "full_sequence:0,pyramid:1", "--eval-windows", "4", "--rollout-episodes", "2",
+                       "--configs", "full_sequence:0,pyramid:1:steps=3:hist=0.05", "--eval-windows", "4",
+                       "--rollout-episodes", "2",
                        "--out", str(tmp_path / "sweep.json")], cwd=tmp_path, env=_env())
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     chosen = json.loads(sweep.stdout.splitlines()[-1])
     assert [(c["mode"], c["keep"]) for c in chosen["configs"]] == [("full_sequence", 0), ("pyramid", 1)]
+    # options left out are the run's; given ones are used and recorded
+    run_steps = json.loads((tmp_path / "runs" / "wm" / "ddp" / "config.json").read_text())["sample_steps"]
+    assert [(c["steps"], c["hist"], c["eta"]) for c in chosen["configs"]] == [(run_steps, 0.0, 0.0), (3, 0.05, 0.0)]
     assert chosen["tuning_data"]["seed"] != 0 and chosen["tuning_data"]["episodes"] == 4
     ssims = {(c["mode"], c["keep"]): c["rollouts"]["model"]["ssim"] for c in chosen["configs"]}
     assert ssims[(chosen["chosen"]["mode"], chosen["chosen"]["keep"])] == max(ssims.values())
 
 
 def test_devices_that_do_not_divide_the_batch_are_a_one_line_error(tmp_path, run_group):
-    for argv, name in ((("--devices", "3"), "--devices 3"), (("--batch", "-4"), "--batch -4")):
+    for argv, name in ((("--devices", "3"), "--devices 3"), (("--batch", "-4"), "--batch -4"),
+                       (("--history-noise", "1"), "--history-noise 1"), (("--sample-steps", "-1"), "--sample-steps -1"),
+                       (("--eta", "-0.5"), "--eta -0.5")):
         out = _evidence(run_group, tmp_path, *argv, "--data", str(tmp_path / "none"))
         assert out.returncode == 2
         assert name in out.stderr.strip().splitlines()[-1]
@@ -73,6 +79,7 @@ def test_devices_that_do_not_divide_the_batch_are_a_one_line_error(tmp_path, run
 def test_sampler_sweep_refuses_bad_settings_and_the_evidence_seed(tmp_path, run_group):
     sweep = [sys.executable, str(ROOT / "benchmarks" / "wm_sampler_sweep.py"), "--run", str(tmp_path)]
     for extra, words in ((["--configs", "pyramid:x"], "--configs"), (["--configs", "spiral:0"], "--configs"),
+                         (["--configs", "pyramid:0:steps=0"], "--configs"), (["--configs", "pyramid:0:seed=1"], "--configs"),
                          ([], "no checkpoints"), (["--data-seed", "0"], "--data-seed 0")):
         out = run_group(sweep + extra, cwd=tmp_path, env=_env())
         assert out.returncode == 2 and words in out.stderr.strip().splitlines()[-1], out.stderr

@@ -105,10 +105,12 @@ def _summarise(per: dict[str, list[torch.Tensor]]) -> dict:
 
 @torch.no_grad()
 def score_windows(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: int,
-                  count: int = 256, batch: int = 32, seed: int = 0, mode: str = "full_sequence") -> dict:
+                  count: int = 256, batch: int = 32, seed: int = 0, mode: str = "full_sequence",
+                  history_noise: float = 0.0, eta: float = 0.0) -> dict:
     """Fixed seeded held-out windows: the model (true actions, two seeds; another episode's actions) beside
     copy-last, mean frame and blend, per lag. Returns means and per-lag lists under `<predictor>/<score>`,
-    plus the first batch for figures (`_first`). `mode`: the sampler's noise schedule over the window's frames."""
+    plus the first batch for figures (`_first`). `mode`, `history_noise` and `eta` are the sampler's
+    (`sample_window`): the noise schedule over the window's frames, the context's noise level, stochastic DDIM."""
     src, iv, F = val_ds.source, val_ds.frame_interval, val_ds.num_frames
     idx = np.sort(np.random.default_rng(seed).choice(len(val_ds), size=min(count, len(val_ds)), replace=False))
     g = torch.Generator().manual_seed(seed)
@@ -122,10 +124,13 @@ def score_windows(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: i
         pose = torch.stack([torch.from_numpy(pose_targets(src.states(e)[it["start"] + np.arange(F) * iv]))
                             for e, it in zip(eps, items, strict=True)])[:, n_ctx:]  # (B, Fp, 6)
         ctx, true = x[:, :n_ctx], x[:, n_ctx:]
-        pred = quantize(sample_window(model, obj, ctx, a, F - n_ctx, steps, mode, clip=1.0, generator=g))[:, n_ctx:]
-        pred2 = quantize(sample_window(model, obj, ctx, a, F - n_ctx, steps, mode, clip=1.0, generator=g))[:, n_ctx:]
+        pred = quantize(sample_window(model, obj, ctx, a, F - n_ctx, steps, mode, history_noise, 1.0, g,
+                                      eta=eta))[:, n_ctx:]
+        pred2 = quantize(sample_window(model, obj, ctx, a, F - n_ctx, steps, mode, history_noise, 1.0, g,
+                                      eta=eta))[:, n_ctx:]
         other = a[_other(eps)]
-        pred_o = quantize(sample_window(model, obj, ctx, other, F - n_ctx, steps, mode, clip=1.0, generator=g))[:, n_ctx:]
+        pred_o = quantize(sample_window(model, obj, ctx, other, F - n_ctx, steps, mode, history_noise, 1.0, g,
+                                        eta=eta))[:, n_ctx:]
         last = ctx[:, -1:].expand_as(true)
         mean = baselines.mean_frame.expand_as(true)
         al = torch.tensor(baselines.blend_alpha[:F - n_ctx]).view(1, -1, 1, 1, 1)
@@ -147,10 +152,10 @@ def score_windows(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: i
 @torch.no_grad()
 def score_rollouts(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: int,
                    horizon: int = 24, max_episodes: int = 48, batch: int = 16, seed: int = 0,
-                   mode: str = "full_sequence", keep: int = 0) -> dict:
+                   mode: str = "full_sequence", keep: int = 0, history_noise: float = 0.0, eta: float = 0.0) -> dict:
     """`horizon`-frame sliding-window rollouts from the first `n_ctx` frames of held-out episodes, with their
-    own actions and with another episode's, beside copy-last / mean / blend; per rollout frame. `mode` and
-    `keep` (frames kept per round, 0 = all) are the sampler's (`rollout`)."""
+    own actions and with another episode's, beside copy-last / mean / blend; per rollout frame. `mode`, `keep`
+    (frames kept per round, 0 = all), `history_noise` and `eta` are the sampler's (`rollout`)."""
     src, iv, F = val_ds.source, val_ds.frame_interval, val_ds.num_frames
     need = (horizon - 1) * iv + 1
     eps_all = [int(e) for e in val_ds.episodes if src.length(int(e)) >= need][:max_episodes]
@@ -170,10 +175,11 @@ def score_rollouts(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: 
                             for e in eps])  # (B, H, A)
         pose = torch.stack([torch.from_numpy(pose_targets(src.states(e)[frame_idx])) for e in eps])[:, n_ctx:]
         start = gt[:, :n_ctx]
-        pred = quantize(rollout(model, obj, start, acts, window=F, n_ctx=n_ctx, n_steps=steps, mode=mode, clip=1.0,
-                                generator=g, keep=keep))[:, n_ctx:]
+        pred = quantize(rollout(model, obj, start, acts, window=F, n_ctx=n_ctx, n_steps=steps, mode=mode,
+                                history_noise=history_noise, clip=1.0, generator=g, eta=eta, keep=keep))[:, n_ctx:]
         pred_o = quantize(rollout(model, obj, start, acts[_other(eps)], window=F, n_ctx=n_ctx, n_steps=steps,
-                                  mode=mode, clip=1.0, generator=g, keep=keep))[:, n_ctx:]
+                                  mode=mode, history_noise=history_noise, clip=1.0, generator=g, eta=eta,
+                                  keep=keep))[:, n_ctx:]
         true = gt[:, n_ctx:]
         last = start[:, -1:].expand_as(true)
         mean = baselines.mean_frame.expand_as(true)
