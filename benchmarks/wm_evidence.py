@@ -72,6 +72,8 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=0, help="fix the step budget instead (0 = from --train-minutes)")
     ap.add_argument("--hidden", type=int, default=0, help="override the preset's width (0 keeps it)")
     ap.add_argument("--depth", type=int, default=0, help="override the preset's depth (0 keeps it)")
+    ap.add_argument("--refiner", type=int, default=0, help="channels of a full-resolution conv refiner after the "
+                    "patch output (0 = none)")
     ap.add_argument("--branch-frac", type=float, default=0.0, help="share of each batch from the branched-clip pool "
                     "(one context, action-determined futures; 0 = off)")
     ap.add_argument("--abs-actions", action="store_true", help="condition on the PD target itself (abs_actions.pth, "
@@ -115,6 +117,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.rollout_keep < 0:
         ap.error(f"--rollout-keep {args.rollout_keep}: must be >= 0 (0 = every generated frame)")
+    if args.refiner < 0:
+        ap.error(f"--refiner {args.refiner}: must be >= 0 (0 = none)")
     if args.sample_steps < 0:
         ap.error(f"--sample-steps {args.sample_steps}: must be >= 1 (or 0 for the run's)")
     if not 0 <= args.history_noise < 1:
@@ -161,6 +165,8 @@ def main() -> None:
                   batch_size=batch // args.devices)
     if args.hidden or args.depth:
         cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
+    if args.refiner:
+        cfg = replace(cfg, refiner=args.refiner)
     if args.max_steps:  # a fixed step budget (the cosine anneals inside it)
         cfg = replace(cfg, max_steps=args.max_steps, checkpoint_every=min(cfg.checkpoint_every, max(10, args.max_steps // 10)))
     else:  # a wall-clock budget: the schedule follows elapsed time, so a busy machine trains fewer steps, annealed
@@ -247,7 +253,7 @@ def main() -> None:
                  "heldout_episodes": len(val_ds.episodes), "resolution": 64, "frame_interval": cfg.frame_interval,
                  "pusher": made.get("pusher"), "motion_per_model_frame": motion},
         "model": {"params_M": round(count_parameters(wm.model) / 1e6, 3), "hidden": mcfg.hidden, "depth": mcfg.depth,
-                  "patch": mcfg.patch_size, "frames": cfg.num_frames, "n_ctx": cfg.n_ctx,
+                  "patch": mcfg.patch_size, "refiner": mcfg.refiner, "frames": cfg.num_frames, "n_ctx": cfg.n_ctx,
                   "diffusion": asdict(cfg.diffusion), "sample_steps": n_steps, "precision": cfg.precision,
                   "sampler": {"mode": args.sample_mode, "rollout_keep": args.rollout_keep,
                               "history_noise": args.history_noise, "eta": args.eta}},

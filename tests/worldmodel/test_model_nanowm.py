@@ -202,3 +202,41 @@ def test_conditioning_channels_reach_the_output_and_are_checked():
         assert not torch.allclose(model(x, t, a, cond=c), model(x, t, a, cond=-c))
     with pytest.raises(ValueError, match="cond"):
         model(x, t, a)
+
+
+def test_refiner_starts_as_the_model_without_it_and_stays_frame_causal():
+    torch.manual_seed(0)
+    plain = NanoWM(size_config("tiny", cond_channels=3)).eval()
+    _randomize(plain)
+    refined = NanoWM(size_config("tiny", cond_channels=3, refiner=8)).eval()
+    missing, unexpected = refined.load_state_dict(plain.state_dict(), strict=False)
+    assert not unexpected and missing and all(k.startswith("refine.") for k in missing)
+    x, t, a = _inputs()
+    c = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        assert torch.equal(refined(x, t, a, cond=c), plain(x, t, a, cond=c))  # the last conv starts at zero
+        for p in refined.refine.parameters():
+            p.copy_(torch.randn_like(p) * 0.1)
+        out = refined(x, t, a, cond=c)
+        assert not torch.allclose(out, plain(x, t, a, cond=c), atol=1e-3)
+        # per pixel and per frame: changing frame k leaves the frames before it
+        x2, t2 = x.clone(), t.clone()
+        x2[:, 2:] += 1.0
+        t2[:, 2:] = 17.0
+        out2 = refined(x2, t2, a, cond=c)
+        assert torch.allclose(out[:, :2], out2[:, :2], atol=1e-5) and not torch.allclose(out[:, 2:], out2[:, 2:])
+
+
+def test_refiner_gets_a_gradient_from_zero_init_and_is_counted_in_the_flops():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cfg = size_config("tiny", input_size=16, refiner=8, cond_channels=3)
+    model = NanoWM(cfg)
+    x, t, a, c = torch.randn(1, 3, 3, 16, 16), torch.rand(1, 3) * 1000, torch.randn(1, 3, 2), torch.randn(1, 3, 16, 16)
+    (model(x, t, a, cond=c) - x).square().mean().backward()  # the output starts at zero, the target does not
+    assert model.refine.conv3.weight.grad.abs().sum() > 0
+    with FlopCounterMode(display=False) as fc:
+        model(x, t, a, cond=c)
+    assert abs(forward_flops(cfg, 3) - fc.get_total_flops()) / fc.get_total_flops() < 0.02
+    with pytest.raises(ValueError, match="refiner"):
+        size_config("tiny", refiner=-1)

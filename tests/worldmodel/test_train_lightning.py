@@ -178,3 +178,12 @@ def test_fused_optimizer_training_matches_the_default_optimizer(tmp_path):
         curves[fused] = [loss for _, loss in out["loss_curve"]]
     assert len(curves[True]) == 4
     np.testing.assert_allclose(curves[True], curves[False], rtol=1e-3)
+
+
+def test_a_model_with_a_refiner_trains_exports_and_loads_with_it(tmp_path):
+    cfg = replace(debug(), root=str(tmp_path), run_name="ref", max_steps=4, warmup_steps=1, val_every=10**9,
+                  checkpoint_every=4, refiner=4)
+    train(cfg)
+    loaded = load_world_model(tmp_path / "wm" / "ref")
+    assert loaded.model.cfg.refiner == 4 and loaded.train_cfg["refiner"] == 4
+    assert loaded.model.refine.conv3.weight.abs().sum() > 0  # trained away from its zero init

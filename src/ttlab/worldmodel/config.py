@@ -65,6 +65,8 @@ class TrainConfig:
     """Override the size's block count (0 keeps it)."""
     heads: int = 0
     """Override the size's head count (0 keeps it)."""
+    refiner: int = 0
+    """Channels of the full-resolution conv refiner after the patch output (`model/refiner.py`; 0 = none)."""
     diffusion: DiffusionConfig = field(default_factory=DiffusionConfig)
     """Noise process and objective."""
     branch: BranchConfig = field(default_factory=BranchConfig)

@@ -73,7 +73,7 @@ def build_model_config(cfg: TrainConfig, frame_shape: tuple[int, ...], action_di
     amap = {} if cfg.action_map == "none" else {"action_map": cfg.action_map, "action_map_sigma": cfg.action_map_sigma,
                                                 "action_pixels": action_pixels}
     over = {k: v for k, v in (("patch_size", cfg.patch_size), ("hidden", cfg.hidden), ("depth", cfg.depth),
-                              ("heads", cfg.heads)) if v}
+                              ("heads", cfg.heads), ("refiner", cfg.refiner)) if v}
     return size_config(cfg.size, input_size=H, in_channels=C, action_dim=action_dim, injection=cfg.injection,
                        max_frames=max(64, cfg.num_frames), null_first_action=cfg.null_first_action,
                        cond_channels=C if cfg.diffusion.delta else 0, **amap, **over)

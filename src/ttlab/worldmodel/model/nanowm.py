@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from ttlab.worldmodel.model.action_map import check_action_map, render_action_maps
 from ttlab.worldmodel.model.injection import ActionEmbedder, BlockInjection, check_injection
+from ttlab.worldmodel.model.refiner import Refiner
 from ttlab.worldmodel.model.rope import apply_rope, rope_1d, rope_2d
 
 
@@ -65,6 +66,10 @@ class NanoWMConfig:
     """Width of each blob in pixels."""
     action_pixels: tuple[float, float, float, float] = (1.0, 0.0, 1.0, 0.0)
     """(sx, ox, sy, oy): normalised action (x, y) -> pixel (column x sx + ox, row y sy + oy); see `pixel_affine`."""
+    refiner: int = 0
+    """Channels of a full-resolution conv refiner after the patch output (`refiner.py`; 0 = none): three 3x3
+    convolutions that see the transformer's output, the noisy frame, the conditioning image and the level, and add
+    a per-pixel correction (zero at init). A U-Net's full-resolution skip, for detail the patch bottleneck loses."""
 
     def __post_init__(self) -> None:
         check_injection(self.injection)
@@ -78,6 +83,8 @@ class NanoWMConfig:
             raise ValueError(f"hidden={self.hidden}, heads={self.heads}: head dim must be a multiple of 4")
         if self.input_size % self.patch_size:
             raise ValueError(f"input_size={self.input_size} is not divisible by patch_size={self.patch_size}")
+        if self.refiner < 0:
+            raise ValueError(f"refiner={self.refiner}: must be >= 0 (0 = no refiner)")
 
     @property
     def grid(self) -> int:
@@ -212,6 +219,8 @@ class NanoWM(nn.Module):
         self.final_norm = nn.LayerNorm(D, elementwise_affine=False, eps=1e-6)
         self.final_ada = nn.Linear(D, 2 * D)
         self.final = nn.Linear(D, p * p * cfg.in_channels)
+        self.refine = (Refiner(2 * cfg.in_channels + cfg.cond_channels, cfg.in_channels, cfg.refiner)
+                       if cfg.refiner else None)
         hd = D // cfg.heads
         for name, (cos, sin) in (("space", rope_2d(cfg.grid, cfg.grid, hd)), ("time", rope_1d(cfg.max_frames, hd))):
             self.register_buffer(f"{name}_cos", cos, persistent=False)
@@ -243,6 +252,8 @@ class NanoWM(nn.Module):
         for lin in (self.final_ada, self.final):  # output exactly zero at init
             nn.init.zeros_(lin.weight)
             nn.init.zeros_(lin.bias)
+        if self.refine is not None:
+            self.refine.init_weights()
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, actions: torch.Tensor,
                 cond: torch.Tensor | None = None) -> torch.Tensor:
@@ -290,7 +301,10 @@ class NanoWM(nn.Module):
         shift, scale = self.final_ada(F.silu(c_time[:, :, None])).chunk(2, dim=-1)  # (B, F, 1, D) each
         out = self.final(modulate(self.final_norm(h), shift, scale))  # (B, F, P, p*p*C)
         out = out.reshape(B, Fr, g, g, p, p, C).permute(0, 1, 6, 2, 4, 3, 5)  # (B, F, C, g, p, g, p)
-        return out.reshape(B, Fr, C, H, W)
+        out = out.reshape(B, Fr, C, H, W)
+        if self.refine is not None:  # x: the noisy frames (+ cond), (B, F, C + Cc, H, W)
+            out = out + self.refine(out, x.to(out.dtype), t)
+        return out
 
 
 def count_parameters(model: nn.Module) -> int:
@@ -312,4 +326,6 @@ def forward_flops(cfg: NanoWMConfig, frames: int, attention: bool = True) -> flo
     attn_s = 2 * 2 * Fr * P * P * D * (cfg.depth // 2)  # QK^T and AV over patches, per frame
     attn_t = 2 * 2 * P * Fr * Fr * D * (cfg.depth // 2)  # over frames, per patch (full; causal masks half)
     head = 2 * N * D * cfg.patch_size**2 * (2 * cfg.in_channels + cfg.cond_channels + cfg.map_channels)
-    return float(linear + head + (attn_s + attn_t if attention else 0))
+    k = cfg.refiner
+    refine = 2 * 9 * Fr * cfg.input_size**2 * k * (2 * cfg.in_channels + cfg.cond_channels + 1 + k + cfg.in_channels)
+    return float(linear + head + refine + (attn_s + attn_t if attention else 0))
