@@ -3,7 +3,7 @@
     python benchmarks/discover_warm_gate.py --presets cpu_smollm2_blocks_rs,cpu_smollm2_blocks --programs 32 \\
         --seed 0 --out benchmarks/results/discover_warm_pool/gate.json
 
-Two contexts, each on the tuning seed `--seed` only: `root` (the root prompt of the seed's first root, programs
+Two contexts (`--contexts`, both by default), each on the tuning seed `--seed` only: `root` (the root prompt of the seed's first root, programs
 run from that root) and `refined` (a child prompt showing the pool's best program and its score, programs run
 from the construction it built: the refined parent of `warm_pool.refined_parent`). For each preset and context,
 samples `--programs` programs from its warm start (frozen, the preset's sampler and temperature, T = 1.0 for the
@@ -77,6 +77,9 @@ def main() -> None:
     ap.add_argument("--programs", type=int, default=32, help="programs per preset and context")
     ap.add_argument("--seed", type=int, default=0, help="the tuning seed")
     ap.add_argument("--pool", type=int, default=448, help="the pool to compare with (scored by discover_warm_pool.py)")
+    ap.add_argument("--contexts", default="root,refined", help="comma-separated: root (the root prompt from the root) "
+                    "and/or refined (a child prompt from the pool's best construction; needs the pool from the root "
+                    "and from that parent, 448 programs by default)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out")
     args = ap.parse_args()
@@ -86,6 +89,9 @@ def main() -> None:
         raise SystemExit(f"--presets {args.presets}: unknown {bad} (one of {', '.join(sorted(TRAIN_PRESETS))})")
     if not 1 <= args.programs <= args.pool:
         raise SystemExit(f"--programs {args.programs}: between 1 and --pool {args.pool}")
+    contexts = [c for c in args.contexts.split(",") if c]
+    if not contexts or set(contexts) - {"root", "refined"} or len(set(contexts)) < len(contexts):
+        raise SystemExit(f"--contexts {args.contexts}: distinct names from root, refined")
     for preset in presets:
         cfg = TRAIN_PRESETS[preset]()
         if cfg.prompt_format != "blocks" or not cfg.warm_start:
@@ -93,15 +99,19 @@ def main() -> None:
         if shipped_dir(cfg) is None and not (warm_start_dir(cfg) / "adapter.safetensors").is_file():
             raise SystemExit(f"--presets {preset}: its warm start is not built (ttlab discover warmstart --preset {preset})")
     t0, load0 = time.time(), os.getloadavg()
-    wcfg = WarmStartConfig(top_frac=0.25, pool=args.pool, pool_seed=args.seed, pool_refined=True)
+    wcfg = WarmStartConfig(top_frac=0.25, pool=args.pool, pool_seed=args.seed, pool_refined="refined" in contexts)
     pool = cached_pool(wcfg, log=lambda s: print(s, flush=True))
     task = get_task("erdos")
     root = tuning_root(args.seed)
-    refined, best = refined_parent(pool, wcfg)
-    states = {"root": PromptState(code="", score=task.verify(root).score),
-              "refined": PromptState(code=pool[best]["code"], score=task.verify(refined).score,
-                                     parent_score=task.verify(root).score)}  # as the trainer shows a child
-    parents = {"root": root, "refined": refined}
+    states = {"root": PromptState(code="", score=task.verify(root).score)}
+    parents = {"root": root}
+    best = None
+    if "refined" in contexts:
+        refined, best = refined_parent(pool, wcfg)
+        states["refined"] = PromptState(code=pool[best]["code"], score=task.verify(refined).score,
+                                        parent_score=task.verify(root).score)  # as the trainer shows a child
+        parents["refined"] = refined
+    states = {c: states[c] for c in contexts}
     field = {"root": "c5", "refined": "c5_refined"}
     sides: dict[str, dict] = {}
     for ctx in states:
@@ -128,7 +138,8 @@ def main() -> None:
         print(f"[random_blocks {ctx}] {sides[ctx]['random_blocks']}", flush=True)
     git = ["git", "-C", str(ROOT)]
     out = {"benchmark": "discover_warm_gate", "seed": args.seed, "programs": args.programs, "pool": args.pool,
-           "refined_parent": {"pool_index": best, "c5": states["refined"].score}, "sides": sides, "runs": runs,
+           "refined_parent": {"pool_index": best, "c5": states["refined"].score} if best is not None else None,
+           "contexts": contexts, "sides": sides, "runs": runs,
            "commit": subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
            "dirty": bool(subprocess.run([*git, "status", "--porcelain", "src"], capture_output=True, text=True).stdout),
            "nproc": os.cpu_count(), "loadavg_start": load0, "loadavg_end": os.getloadavg(),

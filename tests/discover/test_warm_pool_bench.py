@@ -62,4 +62,6 @@ def test_the_gate_refuses_an_unknown_or_unbuilt_or_non_blocks_preset_before_any_
     assert p.returncode != 0 and "blocks preset" in p.stderr
     p = _run("discover_warm_gate.py", "--programs", "0", env=env)
     assert p.returncode != 0 and "--programs" in p.stderr
+    p = _run("discover_warm_gate.py", "--contexts", "root,leaf", env=env)
+    assert p.returncode != 0 and "--contexts" in p.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "cache" / "warmpool").exists()  # nothing was scored
