@@ -192,14 +192,14 @@ def test_a_shipped_adapter_is_found_by_its_key_and_loaded_instead_of_training(tm
     assert any(v.abs().sum() > 0 for k, v in state.items() if "lora_B" in k)  # not the zero init
 
 
-@pytest.mark.parametrize("preset", ["cpu_smollm2", "cpu_smollm2_blocks", "cpu_smollm2_ranges"])
+@pytest.mark.parametrize("preset", ["cpu_smollm2", "cpu_smollm2_blocks"])
 def test_every_warm_start_target_fits_in_the_presets_completion_cap(preset):
     """A preset's completion cap must hold every program its warm start trains on (fence and EOS included):
     a shorter cap cuts the programs the model was taught to write, so they never close and never run. Checked
     with SmolLM2's own tokenizer on the preset's exact SFT corpus and, for the blocks grammar, 2000 more draws."""
     from transformers import AutoTokenizer
 
-    from ttlab.discover import random_blocks, random_ranges
+    from ttlab.discover import random_blocks
     from ttlab.discover.llm.presets import TRAIN_PRESETS
     from ttlab.discover.prompts import BLOCKS_HEAD
 
@@ -211,8 +211,7 @@ def test_every_warm_start_target_fits_in_the_presets_completion_cap(preset):
     comps = [c for _, cs in sft_examples(cfg.warm, prompt_format=cfg.prompt_format) for c in cs]
     if cfg.prompt_format == "blocks":
         rng = np.random.default_rng(0)
-        grammar = random_ranges.ranged_program if cfg.warm.ranges else random_blocks.random_program
-        comps += [grammar(rng)[0][len(BLOCKS_HEAD):] + "```" for _ in range(2000)]
+        comps += [random_blocks.random_program(rng)[0][len(BLOCKS_HEAD):] + "```" for _ in range(2000)]
     lengths = [len(tok(c, add_special_tokens=False)["input_ids"]) + 1 for c in comps]  # + the EOS
     assert max(lengths) <= cfg.policy.max_new_tokens, (preset, max(lengths), cfg.policy.max_new_tokens)
 

@@ -258,9 +258,6 @@ class WarmStartConfig:
     Every pool program is also scored from each one's construction; a child prompt then shows one of these
     parents with its real program and score (the refined parent too, with `pool_refined`), and its completions
     are the programs best from that parent. Empty: child prompts show a kept program and a random score."""
-    ranges: bool = False
-    """Blocks format: the corpus's programs draw their settings at run time from ranges they write
-    (`random_ranges.py`: `sigma=10 ** rng.uniform(-1.1, -0.4)`) instead of the random-blocks grammar's numbers."""
 
 
 @dataclass

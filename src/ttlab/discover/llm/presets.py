@@ -82,19 +82,6 @@ def cpu_smollm2_blocks_graded() -> TrainConfig:
     return cfg
 
 
-def cpu_smollm2_ranges() -> TrainConfig:
-    """`cpu_smollm2_blocks` warm-started on programs that draw their settings at run time from ranges they write
-    (`random_ranges.py`). The random-blocks proposer's lead over both LLM arms is made in the first step, by the
-    spread of its settings: a model warm-started on numbers writes numbers near the ones it saw, so its 16
-    programs vary less than 16 grammar draws (docs/notes/discover-llm8.md). Here the model chooses the structure
-    and where and how widely to search, and each program still draws fresh settings. Its programs are longer
-    (median ~224 tokens with SmolLM2's tokenizer, at most ~415), so completions may run to 448 tokens."""
-    cfg = cpu_smollm2_blocks()
-    cfg.warm.ranges = True
-    cfg.policy.max_new_tokens = 448
-    return cfg
-
-
 def debug_blocks() -> TrainConfig:
     """Seconds on CPU with a tiny model (--model DIR): the blocks format, 1 state x 4 rollouts of 32 tokens, a 2-group
     warm start on the blocks grammar, HF sampling."""
@@ -127,6 +114,5 @@ def paper() -> TrainConfig:
 TRAIN_PRESETS = {"debug": debug, "debug_blocks": debug_blocks, "cpu_smollm2": cpu_smollm2,
                  "cpu_smollm2_blocks": cpu_smollm2_blocks,
                  "cpu_smollm2_blocks_rs": cpu_smollm2_blocks_rs, "cpu_smollm2_blocks_graded": cpu_smollm2_blocks_graded,
-                 "cpu_smollm2_ranges": cpu_smollm2_ranges,
                  "one_gpu_1p5b": one_gpu_1p5b, "one_gpu_8b": one_gpu_8b,
                  "paper": paper}

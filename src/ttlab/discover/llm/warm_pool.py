@@ -25,7 +25,7 @@ from dataclasses import asdict, replace
 import numpy as np
 
 from ttlab.common.checkpoint import atomic_write_text
-from ttlab.discover import random_blocks, random_ranges
+from ttlab.discover import random_blocks
 from ttlab.discover.blocks import CLOCKS, clock_wall_factor, erdos_blocks, program_meta, with_blocks
 from ttlab.discover.config import WarmStartConfig
 from ttlab.discover.llm.models import cache_root
@@ -64,8 +64,6 @@ def key_fields(cfg: WarmStartConfig) -> dict:
     if not filtered(cfg):
         for k in POOL_FIELDS:
             d.pop(k, None)
-    if not cfg.ranges:
-        d.pop("ranges", None)  # (absent when off: the random-blocks warm starts keep their keys)
     return d
 
 
@@ -77,8 +75,6 @@ def pool_key(cfg: WarmStartConfig) -> str:
         d["refined"] = True  # (absent otherwise: a root-only pool keeps its key)
     if cfg.pool_parents:
         d["parents"] = [float(q) for q in cfg.pool_parents]  # (absent otherwise, likewise)
-    if cfg.ranges:
-        d["ranges"] = inspect.getsource(random_ranges)  # (absent otherwise, likewise)
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -88,12 +84,10 @@ def tuning_root(seed: int) -> np.ndarray:
     return np.asarray(task.verify(task.initial_states(np.random.default_rng(seed), 1)[0]).construction, dtype=np.float64)
 
 
-def draw(n: int, seed: int, ranges: bool = False) -> list[tuple[str, dict]]:
-    """`n` random-blocks programs (source, choices), deterministic in `seed`; with `ranges` the grammar whose
-    programs draw their settings from ranges (`random_ranges.py`)."""
+def draw(n: int, seed: int) -> list[tuple[str, dict]]:
+    """`n` random-blocks programs (source, choices), deterministic in `seed`."""
     rng = np.random.default_rng([seed, 17])
-    program = random_ranges.ranged_program if ranges else random_blocks.random_program
-    return [program(rng) for _ in range(n)]
+    return [random_blocks.random_program(rng) for _ in range(n)]
 
 
 def score(codes: list[str], parent: np.ndarray, seeds: list[int], budget_s: float, clock: str, workers: int,
@@ -118,7 +112,7 @@ def score(codes: list[str], parent: np.ndarray, seeds: list[int], budget_s: floa
 
 def build_pool(cfg: WarmStartConfig, log=print) -> list[dict]:
     """Draw and score the pool of `cfg` (no cache)."""
-    progs = draw(cfg.pool, cfg.pool_seed, cfg.ranges)
+    progs = draw(cfg.pool, cfg.pool_seed)
     seeds = [1000 + i for i in range(len(progs))]
     res = score([c for c, _ in progs], tuning_root(cfg.pool_seed), seeds, cfg.pool_budget_s, cfg.pool_clock,
                 cfg.pool_workers, log=log)

@@ -39,7 +39,7 @@ from safetensors.torch import load_file, save_file
 
 from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.device import seed_everything
-from ttlab.discover import random_blocks, random_ranges
+from ttlab.discover import random_blocks
 from ttlab.discover.config import TrainConfig, WarmStartConfig
 from ttlab.discover.llm import corpus, warm_pool
 from ttlab.discover.llm.corpus import PROGRAM_HEAD, mutate_program, sample_program
@@ -65,9 +65,6 @@ def sft_examples(cfg: WarmStartConfig, task_name: str = "erdos", prompt_format: 
     if task_name != "erdos":
         raise ValueError(f"warm start: the program grammar covers the erdos task only, not {task_name!r}")
     warm_pool.check(cfg)
-    if cfg.ranges and prompt_format != "blocks":
-        raise ValueError(f"warm start: --warm.ranges writes block programs; use --prompt-format blocks, not "
-                         f"{prompt_format!r}")
     if prompt_format == "blocks":
         return blocks_examples(cfg, log)
     if prompt_format != "compact":
@@ -121,10 +118,8 @@ def blocks_examples(cfg: WarmStartConfig, log=print) -> list[tuple[str, list[str
             ix = rng.choice(len(codes), size=n, replace=int((w > 0).sum()) < n, p=w / w.sum())
             return [codes[int(i)] for i in ix]
     else:
-        grammar = random_ranges.ranged_program if cfg.ranges else random_blocks.random_program
-
         def program(kind: str = "child") -> str:
-            return grammar(rng)[0]
+            return random_blocks.random_program(rng)[0]
 
         def programs(n: int, kind: str) -> list[str]:
             return [program() for _ in range(n)]
@@ -177,8 +172,6 @@ def _key(cfg: WarmStartConfig, model: str, lora_rank: int, lora_alpha: int, targ
     d = {"cfg": warm_pool.key_fields(cfg), "model": model, "rank": lora_rank, "alpha": lora_alpha,
          "targets": target_modules, "prefix": answer_prefix, "corpus": _grammar_source(answer_prefix),
          "sft_temperature": SFT_TEMPERATURE}
-    if cfg.ranges:
-        d["ranges"] = inspect.getsource(random_ranges)  # the grammar's settings as ranges (absent when off)
     if warm_pool.filtered(cfg):
         d["pool"] = warm_pool.pool_key(cfg)  # the programs the filter chose from (and the blocks that scored them)
     return hashlib.sha1(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
