@@ -8,7 +8,10 @@ arm and seed, for the programs written for a child state (a parent that is not t
   - the share of each, and the valid rate, in the first and the second half of the run's steps;
   - the most common failure messages of each half.
 
-A search that stops restarting keeps refining the basin it is in; that is what this measures.
+A search that stops restarting keeps refining the basin it is in; that is what this measures. Also, per arm and
+seed, the programs written for the root (the first step's, before any update): their start shares and valid
+rate, the thing a best-of-16 from the root depends on most; and the spread of the numeric settings over all the
+arm's programs (`program_settings.spread`), beside the random-blocks grammar's over 128 draws, a run's programs (`grammar_spread`; the share of distinct values depends on the count).
 
     python benchmarks/discover_choices.py --tag graded --seeds 1 2 3 \
         --out benchmarks/results/discover_ttt/blocks_graded_choices.json
@@ -22,7 +25,11 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+
 from ttlab.common.result_file import emit_result
+from ttlab.discover.program_settings import spread
+from ttlab.discover.random_blocks import random_program
 from ttlab.discover.starts import STARTS, start_of
 
 
@@ -39,6 +46,15 @@ def half_summary(rows: list[dict]) -> dict:
             "failures": [[m, c] for m, c in fails.most_common(4)]}
 
 
+def root_summary(rows: list[dict]) -> dict:
+    """Start shares and valid rate of the programs written for the root state."""
+    root = [r for r in rows if r.get("parent", "s0") == "s0"]
+    starts = Counter(start_of(r.get("text") or "") for r in root)
+    n = max(1, len(root))
+    return {"programs": len(root), "start_share": {k: round(starts[k] / n, 3) for k in STARTS},
+            "valid": round(sum(bool(r.get("valid")) for r in root) / n, 3)}
+
+
 def arm_summary(samples: Path) -> dict:
     rows = [json.loads(ln) for ln in samples.read_text().splitlines() if ln.strip()]
     if not rows:
@@ -46,7 +62,8 @@ def arm_summary(samples: Path) -> dict:
     last = max(int(r["step"]) for r in rows)
     cut = (last + 1) // 2  # steps 1..cut, cut+1..last
     return {"steps": last, "first_half": half_summary([r for r in rows if int(r["step"]) <= cut]),
-            "second_half": half_summary([r for r in rows if int(r["step"]) > cut])}
+            "second_half": half_summary([r for r in rows if int(r["step"]) > cut]), "root": root_summary(rows),
+            "settings_spread": spread([r.get("text") or "" for r in rows])}
 
 
 def main() -> None:
@@ -57,7 +74,9 @@ def main() -> None:
     ap.add_argument("--runs", default="runs", help="the discover_ttt.py --runs root")
     ap.add_argument("--out", type=Path, help="write the JSON here too")
     args = ap.parse_args()
-    res: dict = {"benchmark": "discover_choices", "tag": args.tag, "arms": {}}
+    rng = np.random.default_rng(0)
+    res: dict = {"benchmark": "discover_choices", "tag": args.tag, "arms": {},
+                 "grammar_spread": spread([random_program(rng)[0] for _ in range(128)])}
     for arm in args.arms:
         for seed in args.seeds:
             samples = Path(args.runs) / "discover" / f"ttt_{arm}_{args.tag}_s{seed}" / "samples.jsonl"

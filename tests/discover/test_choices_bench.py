@@ -51,6 +51,9 @@ def test_run_halves_split_child_starts_and_failures(tmp_path):
     assert first["child_programs"] == 2 and first["start_share"] == {"restart": 0.5, "coarsen": 0.5, "parent": 0.0}
     assert first["valid"] == 0.75 and first["failures"] == [["no python code block", 1]]
     assert second["start_share"] == {"restart": 0.0, "coarsen": 0.25, "parent": 0.75} and second["child_valid"] == 0.75
+    assert s["root"] == {"programs": 2, "start_share": {"restart": 0.5, "coarsen": 0.0, "parent": 0.5}, "valid": 0.5}
+    assert s["settings_spread"] == {}  # these programs write no numeric block setting
+    assert res["grammar_spread"]["sigma"]["std"] > 0.2
     missing = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "discover_choices.py"), "--tag", "nope",
                               "--seeds", "1", "--runs", str(tmp_path / "runs")], env=env, capture_output=True,
                              text=True, timeout=120)
