@@ -187,3 +187,26 @@ def test_a_graded_pool_scores_every_program_again_from_each_parent_in_the_sandbo
     for q in (0.0, 1.0):
         vals = [p[warm_pool.graded_field(q)] for p in pool]
         assert any(v is not None and 0.38 < v < 0.5 for v in vals)  # verified C5 of real runs from that parent
+
+
+def test_root_restart_sets_the_share_of_restarts_at_root_prompts_only_and_keeps_the_plain_key():
+    from ttlab.discover.starts import start_of
+
+    args = ("m", 16, 32, "all-linear", BLOCKS_HEAD)
+    plain = WarmStartConfig(groups=200, per_group=4, root_frac=0.3)
+    shaped = replace(plain, root_restart=0.9)
+    assert "root_restart" not in warm_pool.key_fields(plain) and key_digest(plain, *args) != key_digest(shaped, *args)
+    share = {}
+    for name, cfg in (("plain", plain), ("shaped", shaped)):
+        data = sft_examples(cfg, prompt_format="blocks")
+        is_root = [BLOCKS_HEAD + "    return eb.finish(h)" in p for p, _ in data]  # the root program shown
+        root = [c for (_, cs), r in zip(data, is_root, strict=True) if r for c in cs]
+        child = [c for (_, cs), r in zip(data, is_root, strict=True) if not r for c in cs]
+        assert 0.2 < len(root) / (len(root) + len(child)) < 0.4
+        share[name] = (np.mean([start_of(c) == "restart" for c in root]), np.mean([start_of(c) == "restart" for c in child]))
+    assert 0.4 < share["plain"][0] < 0.6 and 0.84 < share["shaped"][0] < 0.96
+    assert 0.4 < share["plain"][1] < 0.6 and 0.4 < share["shaped"][1] < 0.6
+    for bad, name in ((replace(plain, root_restart=1.5), "root-restart"),
+                      (replace(plain, root_restart=0.5, top_frac=0.5), "root-restart")):
+        with pytest.raises(ValueError, match=name):
+            warm_pool.check(bad)

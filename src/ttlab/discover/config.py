@@ -258,6 +258,10 @@ class WarmStartConfig:
     Every pool program is also scored from each one's construction; a child prompt then shows one of these
     parents with its real program and score (the refined parent too, with `pool_refined`), and its completions
     are the programs best from that parent. Empty: child prompts show a kept program and a random score."""
+    root_restart: float = 0.0
+    """Blocks format, no filter: the share of a root prompt's completions that restart (grammar programs drawn
+    until one starts with `eb.multistart`; the others drawn until one does not). 0 keeps the grammar's own
+    share (one half). Child prompts keep the grammar as drawn."""
 
 
 @dataclass

@@ -53,6 +53,11 @@ def check(cfg: WarmStartConfig) -> None:
         raise ValueError(f"warm start: --warm.pool-parents {list(cfg.pool_parents)}: distinct quantiles in [0, 1]")
     if cfg.pool_parents and not filtered(cfg):
         raise ValueError("warm start: --warm.pool-parents needs a filter (--warm.top-frac < 1)")
+    if not 0.0 <= cfg.root_restart <= 1.0:
+        raise ValueError(f"warm start: --warm.root-restart {cfg.root_restart} must lie in [0, 1]")
+    if cfg.root_restart and filtered(cfg):
+        raise ValueError("warm start: --warm.root-restart shapes the grammar's draws; a filter (--warm.top-frac < 1) "
+                         "draws from the scored pool instead")
     if cfg.pool_clock not in CLOCKS:
         raise ValueError(f"warm start: --warm.pool-clock {cfg.pool_clock!r} (one of {', '.join(CLOCKS)})")
 
@@ -64,6 +69,8 @@ def key_fields(cfg: WarmStartConfig) -> dict:
     if not filtered(cfg):
         for k in POOL_FIELDS:
             d.pop(k, None)
+    if not cfg.root_restart:
+        d.pop("root_restart", None)  # (absent when off: the warm starts built before it keep their keys)
     return d
 
 

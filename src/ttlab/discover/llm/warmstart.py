@@ -98,7 +98,8 @@ def blocks_examples(cfg: WarmStartConfig, log=print) -> list[tuple[str, list[str
     by weight, distinct within a prompt when the pool allows): best from the root for a root prompt, and with
     `pool_refined` best from a refined parent for a child prompt (its shown parent is one of those too). With
     graded parents (`pool_parents`) a child prompt shows one of them, its real program and C5, and its
-    completions are the programs best from it."""
+    completions are the programs best from it. Without a filter, `root_restart` > 0 sets the share of root
+    completions that restart."""
     task = get_task("erdos")
     rng = np.random.default_rng(cfg.seed)
     if warm_pool.filtered(cfg):
@@ -119,10 +120,16 @@ def blocks_examples(cfg: WarmStartConfig, log=print) -> list[tuple[str, list[str
             return [codes[int(i)] for i in ix]
     else:
         def program(kind: str = "child") -> str:
+            if kind == "root" and cfg.root_restart:  # the restart share of root completions, set
+                restart = rng.random() < cfg.root_restart
+                while True:
+                    code, choices = random_blocks.random_program(rng)
+                    if (choices["start"] == "multistart") == restart:
+                        return code
             return random_blocks.random_program(rng)[0]
 
         def programs(n: int, kind: str) -> list[str]:
-            return [program() for _ in range(n)]
+            return [program(kind) for _ in range(n)]
     grades = graded_parents(pool, cfg) if warm_pool.filtered(cfg) and cfg.pool_parents else []
     out = []
     for _ in range(cfg.groups):
