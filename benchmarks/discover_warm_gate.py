@@ -11,7 +11,8 @@ blocks presets) and runs each once in the sandbox with program seed 1000 + i on 
 random-blocks grammar's side is the scored pool of the same seed (`warm_pool.cached_pool` with `pool_refined`:
 the same parents, program seeds 1000 + i, budget and clock), its first `--programs` programs. Reports per side
 the valid rate, the mean / median / best C5 of the valid programs, and the mean C5 counting a failure as the
-pool's worst in that context (what a failed rollout costs a search). A preset whose warm start is neither cached
+pool's worst in that context (what a failed rollout costs a search), and the share of each start the programs
+make (`starts.start_of`: restart, coarsen or parent; over the programs that parsed). A preset whose warm start is neither cached
 nor shipped is refused (this gate never trains one). Prints ONE JSON line last.
 """
 
@@ -34,6 +35,7 @@ from ttlab.discover.llm.presets import TRAIN_PRESETS
 from ttlab.discover.llm.warm_pool import cached_pool, refined_parent, score, tuning_root
 from ttlab.discover.llm.warmstart import shipped_dir, warm_start, warm_start_dir
 from ttlab.discover.prompts import ANSWER_PREFIXES, PROMPT_FORMATS, PromptState, extract_code
+from ttlab.discover.starts import STARTS, start_of
 from ttlab.discover.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,6 +48,13 @@ def stats(c5: list[float | None], worst: float) -> dict:
             "median_c5": float(np.median(v)) if v.size else None,
             "q25_c5": float(np.quantile(v, 0.25)) if v.size else None,
             "mean_c5_failure_as_worst": float(np.mean([c if c is not None else worst for c in c5]))}
+
+
+def start_shares(codes: list[str | None]) -> dict:
+    """The share of each start (`starts.start_of`) among the programs that parsed, and how many parsed."""
+    parsed = [c for c in codes if c is not None]
+    return {"parsed": len(parsed),
+            **{s: round(sum(start_of(c) == s for c in parsed) / max(1, len(parsed)), 4) for s in STARTS}}
 
 
 def sample(preset: str, n: int, seed: int, threads: int, states: dict[str, PromptState]
@@ -117,6 +126,7 @@ def main() -> None:
     for ctx in states:
         worst = max(p[field[ctx]] for p in pool if p[field[ctx]] is not None)
         sides[ctx] = {"random_blocks": {**stats([p[field[ctx]] for p in pool[: args.programs]], worst),
+                                        "starts": start_shares([p["code"] for p in pool[: args.programs]]),
                                         "source": f"pool programs 0..{args.programs - 1}"}}
     runs: dict[str, dict] = {ctx: {} for ctx in states}
     for preset in presets:
@@ -130,7 +140,7 @@ def main() -> None:
             for i, r in zip(ix, res, strict=True):
                 c5[i] = r["c5"]
             worst = max(p[field[ctx]] for p in pool if p[field[ctx]] is not None)
-            sides[ctx][preset] = {**stats(c5, worst), "parsed": len(ix), "warm_start": info,
+            sides[ctx][preset] = {**stats(c5, worst), "parsed": len(ix), "starts": start_shares(cs), "warm_start": info,
                                   "generate_s": gen_s[ctx], "temperature": cfg.policy.temperature}
             runs[ctx][preset] = [{"code": c, "c5": x} for c, x in zip(cs, c5, strict=True)]
             print(f"[{preset} {ctx}] {sides[ctx][preset]}", flush=True)

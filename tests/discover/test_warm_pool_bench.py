@@ -65,3 +65,17 @@ def test_the_gate_refuses_an_unknown_or_unbuilt_or_non_blocks_preset_before_any_
     p = _run("discover_warm_gate.py", "--contexts", "root,leaf", env=env)
     assert p.returncode != 0 and "--contexts" in p.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "cache" / "warmpool").exists()  # nothing was scored
+
+
+def test_the_gate_counts_each_start_among_the_programs_that_parsed():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("discover_warm_gate", ROOT / "benchmarks" / "discover_warm_gate.py")
+    gate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gate)
+    restart = "h, c = eb.multistart(600, clock, rng)\nreturn h"
+    coarsen = "h = eb.coarsen(h, 2)\nh = eb.refine(h, clock, 400)"
+    parent = "h, c = eb.refine(h, clock, 400)"
+    s = gate.start_shares([restart, restart, coarsen, None, parent])
+    assert s == {"parsed": 4, "restart": 0.5, "coarsen": 0.25, "parent": 0.25}
+    assert gate.start_shares([None])["parsed"] == 0
