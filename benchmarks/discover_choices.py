@@ -10,7 +10,7 @@ arm and seed, for the programs written for a child state (a parent that is not t
 
 A search that stops restarting keeps refining the basin it is in; that is what this measures. Also, per arm and
 seed, the programs written for the root (the first step's, before any update): their start shares and valid
-rate, the thing a best-of-16 from the root depends on most; and the spread of the numeric settings over all the
+rate (every root of the tree: the fresh starts, read from the run's `tree.json`), the thing a best-of-16 from the root depends on most; and the spread of the numeric settings over all the
 arm's programs (`program_settings.spread`), beside the random-blocks grammar's over 128 draws, a run's programs (`grammar_spread`; the share of distinct values depends on the count).
 
     python benchmarks/discover_choices.py --tag graded --seeds 1 2 3 \
@@ -33,9 +33,18 @@ from ttlab.discover.random_blocks import random_program
 from ttlab.discover.starts import STARTS, start_of
 
 
-def half_summary(rows: list[dict]) -> dict:
+def root_ids(run_dir: Path) -> set[str]:
+    """The ids of the tree's roots (states without a parent: the fresh starts the run began with, or added), from
+    the run's `tree.json`; `{"s0"}` where there is none."""
+    tree = run_dir / "tree.json"
+    if not tree.is_file():
+        return {"s0"}
+    return {n["id"] for n in json.loads(tree.read_text())["nodes"] if n.get("parent_id") is None}
+
+
+def half_summary(rows: list[dict], roots: set[str]) -> dict:
     """Start shares and valid rate of child-state programs, and the top failure messages of all programs."""
-    child = [r for r in rows if r.get("parent", "s0") != "s0"]
+    child = [r for r in rows if r.get("parent", "s0") not in roots]
     starts = Counter(start_of(r.get("text", "")) for r in child)
     fails = Counter(str(r.get("message", ""))[:80] for r in rows if not r.get("valid"))
     n = max(1, len(child))
@@ -46,9 +55,9 @@ def half_summary(rows: list[dict]) -> dict:
             "failures": [[m, c] for m, c in fails.most_common(4)]}
 
 
-def root_summary(rows: list[dict]) -> dict:
-    """Start shares and valid rate of the programs written for the root state."""
-    root = [r for r in rows if r.get("parent", "s0") == "s0"]
+def root_summary(rows: list[dict], roots: set[str]) -> dict:
+    """Start shares and valid rate of the programs written for a root state (the root prompt: no parent code)."""
+    root = [r for r in rows if r.get("parent", "s0") in roots]
     starts = Counter(start_of(r.get("text") or "") for r in root)
     n = max(1, len(root))
     return {"programs": len(root), "start_share": {k: round(starts[k] / n, 3) for k in STARTS},
@@ -59,10 +68,12 @@ def arm_summary(samples: Path) -> dict:
     rows = [json.loads(ln) for ln in samples.read_text().splitlines() if ln.strip()]
     if not rows:
         raise ValueError(f"{samples}: no samples")
+    roots = root_ids(samples.parent)
     last = max(int(r["step"]) for r in rows)
     cut = (last + 1) // 2  # steps 1..cut, cut+1..last
-    return {"steps": last, "first_half": half_summary([r for r in rows if int(r["step"]) <= cut]),
-            "second_half": half_summary([r for r in rows if int(r["step"]) > cut]), "root": root_summary(rows),
+    return {"steps": last, "first_half": half_summary([r for r in rows if int(r["step"]) <= cut], roots),
+            "second_half": half_summary([r for r in rows if int(r["step"]) > cut], roots),
+            "root": root_summary(rows, roots),
             "settings_spread": spread([r.get("text") or "" for r in rows])}
 
 

@@ -58,3 +58,21 @@ def test_run_halves_split_child_starts_and_failures(tmp_path):
                               "--seeds", "1", "--runs", str(tmp_path / "runs")], env=env, capture_output=True,
                              text=True, timeout=120)
     assert missing.returncode != 0 and "no such file" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_every_root_of_the_tree_counts_as_a_root_prompt(tmp_path):
+    d = tmp_path / "runs" / "discover" / "ttt_frozen_t_s2"
+    d.mkdir(parents=True)
+    rows = [_row(1, "s1", RESTART), _row(1, "s1", RESTART), _row(2, "s2", COARSEN), _row(2, "s0", PARENT)]
+    (d / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    nodes = [{"id": "s0", "parent_id": None}, {"id": "s1", "parent_id": None}, {"id": "s2", "parent_id": "s1"}]
+    (d / "tree.json").write_text(json.dumps({"nodes": nodes}))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "discover_choices.py"), "--tag", "t", "--seeds", "2",
+                        "--arms", "frozen", "--runs", str(tmp_path / "runs")],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout.strip().splitlines()[-1])["arms"]["frozen"]["2"]
+    assert s["root"]["programs"] == 3  # s1's two and s0's one: both are roots
+    assert s["root"]["start_share"]["restart"] == round(2 / 3, 3)
+    assert s["first_half"]["child_programs"] == 0 and s["second_half"]["child_programs"] == 1  # only s2's
