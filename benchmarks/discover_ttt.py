@@ -69,6 +69,10 @@ def preset_config(args, seed: int):
         cfg.fail_mode = args.fail_mode
     if args.adv_group:
         cfg.adv_group = args.adv_group
+    if args.kl_coef is not None:
+        cfg.kl_coef = args.kl_coef
+    if args.kl_ref:
+        cfg.kl_ref = args.kl_ref
     if args.temperature:
         cfg.policy.temperature = args.temperature
     if args.max_new_tokens:
@@ -328,6 +332,9 @@ def main() -> None:
                     help="failed rollouts' place per group (default: the preset's)")
     ap.add_argument("--adv-group", default="", choices=("", "state", "state_start"),
                     help="override the preset's advantage groups (state_start: per state and program start)")
+    ap.add_argument("--kl-coef", type=float, default=None, help="override the preset's KL penalty coefficient")
+    ap.add_argument("--kl-ref", default="", choices=("", "base", "init"),
+                    help="the KL penalty's reference (init: the warm-started adapter before any update)")
     ap.add_argument("--temperature", type=float, default=0.0, help="override the preset's sampling temperature")
     ap.add_argument("--probe-update", action="store_true",
                     help="TTT arm: log each update's log-prob change of positive / negative-advantage completions")
@@ -430,7 +437,7 @@ def main() -> None:
            "tuning_seed": args.tuning_seed, "steps": args.steps, "lr": c.lr, "temperature": c.policy.temperature,
            "rollouts_per_step": c.states_per_step * c.rollouts_per_state, "states_per_step": c.states_per_step,
            "program_budget_s": c.program_budget_s, "wall_budget": args.wall_budget or "none",
-           "fail_mode": c.fail_mode, "adv_group": c.adv_group, "threads_per_arm": args.threads, "jobs": args.jobs,
+           "fail_mode": c.fail_mode, "adv_group": c.adv_group, "kl_coef": c.kl_coef, "kl_ref": c.kl_ref, "threads_per_arm": args.threads, "jobs": args.jobs,
            "title": f"TTT-Discover {args.preset}, Erdős, {c.states_per_step * c.rollouts_per_state} programs/step, "
                     f"T {c.policy.temperature}, lr {c.lr:g}",
            "bootstrap": {"steps": args.bootstrap_steps, "temperature": args.bootstrap_temperature,

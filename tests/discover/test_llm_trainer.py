@@ -104,6 +104,46 @@ def test_start_grouped_advantages_rank_a_restart_only_against_restarts():
     assert by_start[1] > 0 and by_start[0] < 0 and by_start[3] > 0  # each start's better program is pushed up
 
 
+def _warm_policy(cfg):
+    """A policy whose adapter has moved away from the base model, as a warm start leaves it."""
+    from ttlab.discover.llm.policy import LLMPolicy
+    policy = LLMPolicy(cfg.policy, torch.device("cpu"), seed=0)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for n, p in policy.model.named_parameters():
+            if "lora_B" in n:
+                p.copy_(0.2 * torch.randn(p.shape, generator=g))
+    return policy
+
+
+@pytest.mark.parametrize("ref, zero", [("init", True), ("base", False)])
+def test_the_kl_reference_is_the_adapter_before_the_first_update_or_the_base_model(tiny_dir, tmp_path, patched,
+                                                                                     ref, zero):
+    cfg = cfg_for(tiny_dir, tmp_path, f"kl_{ref}", kl_coef=0.1, kl_ref=ref)
+    tr = Trainer(cfg, policy=_warm_policy(cfg), log=lambda *_: None)
+    try:
+        warm = {n: p.detach().clone() for n, p in tr.policy.model.named_parameters() if p.requires_grad}
+        m1 = tr.step()
+        assert m1["learn/samples"] > 0
+        # on the first step the policy is the reference itself (init) or far from it (base)
+        assert (abs(float(m1["learn/kl"])) < 1e-6) == zero
+        moved = {n: p.detach().clone() for n, p in tr.policy.model.named_parameters() if p.requires_grad}
+        assert any(not torch.equal(moved[n], warm[n]) for n in warm)
+        if ref == "init":
+            with tr.policy.reference():  # the reference is the warm adapter, and the trained one comes back
+                assert all(torch.equal(p, warm[n]) for n, p in tr.policy.model.named_parameters() if p.requires_grad)
+            assert all(torch.equal(p, moved[n]) for n, p in tr.policy.model.named_parameters() if p.requires_grad)
+            m2 = tr.step()
+            assert abs(float(m2["learn/kl"])) > 1e-6  # after an update the policy has left its reference
+    finally:
+        tr.close()
+
+
+def test_an_unknown_kl_reference_is_refused(tiny_dir, tmp_path, patched):
+    with pytest.raises(ValueError, match="--kl-ref"):
+        Trainer(cfg_for(tiny_dir, tmp_path, "badkl", kl_ref="warm"), log=lambda *_: None)
+
+
 def test_an_unknown_advantage_group_is_refused(tiny_dir, tmp_path, patched):
     with pytest.raises(ValueError, match="--adv-group"):
         Trainer(cfg_for(tiny_dir, tmp_path, "bad", adv_group="start"), log=lambda *_: None)

@@ -300,7 +300,11 @@ class TrainConfig:
     grad_clip: float = 1.0
     """Global grad-norm clip (0: off)."""
     kl_coef: float = 0.1
-    """KL penalty to the base model (adapter off), folded into the per-token advantage."""
+    """KL penalty to the reference policy (`kl_ref`), folded into the per-token advantage."""
+    kl_ref: str = "base"
+    """The KL penalty's reference: base (the adapter switched off: the raw model) | init (the adapter as it was
+    when test-time training began, i.e. after the warm start: the paper's pi_theta0). With a warm-start adapter
+    the two differ; `base` then pulls the policy back towards a model that never learned the program grammar."""
     ratio_cap: float = 0.0
     """Cap on the importance ratio (0: uncapped, the plain importance-sampled PG)."""
     advantage: str = "entropic"

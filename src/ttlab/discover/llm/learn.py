@@ -31,6 +31,17 @@ def micro_batches(gens: list[Generation], idx: list[int], size: int, by_prompt: 
     return [g[j:j + size] for g in groups.values() for j in range(0, len(g), size)]
 
 
+def reference_logprobs(policy: LLMPolicy, cfg: TrainConfig, logprobs) -> torch.Tensor | None:
+    """The KL reference's log-probs (b, C), no grad: `logprobs(adapter)` under the base model (`kl_ref` base) or
+    under the adapter saved when TTT began (`kl_ref` init); None without a KL penalty."""
+    if cfg.kl_coef <= 0:
+        return None
+    if cfg.kl_ref == "init":
+        with policy.reference(), torch.no_grad():
+            return logprobs(True).detach()
+    return logprobs(False)
+
+
 def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation], adv: np.ndarray,
           keep: np.ndarray, cfg: TrainConfig) -> dict[str, Any]:
     """Accumulate the loss over micro-batches of the kept samples and take one optimizer step."""
@@ -52,13 +63,14 @@ def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation],
     for mb in mbs:
         if shared:
             prompt, comps = gens[mb[0]].prompt_ids, [gens[i].completion_ids for i in mb]
-            base = policy.group_logprobs(prompt, comps, adapter=False)[0] if cfg.kl_coef > 0 else None  # (b, C)
+            base = reference_logprobs(policy, cfg, lambda adapter: policy.group_logprobs(
+                prompt, comps, adapter=adapter, grad=False, bf16=policy.cfg.learn_bf16)[0])  # (b, C) or None
             lp, mask = policy.group_logprobs(prompt, comps, adapter=True)  # (b, C)
             slogp = torch.nn.utils.rnn.pad_sequence([gens[i].sampler_logp for i in mb], batch_first=True)
             slogp = slogp.to(policy.device)  # (b, C)
         else:
             batch = collate([gens[i] for i in mb], policy.tokenizer.pad_token_id, policy.device)
-            base = policy.logprobs(batch, adapter=False) if cfg.kl_coef > 0 else None  # (b, C)
+            base = reference_logprobs(policy, cfg, lambda adapter: policy.logprobs(batch, adapter=adapter))
             lp = policy.logprobs(batch, adapter=True)  # (b, C)
             mask, slogp = batch["mask"], batch["sampler_logp"]
         loss, st = is_pg_loss(lp, slogp, base, A[mb].to(policy.device), mask,

@@ -27,6 +27,8 @@ the same prefill with grad (`group_logprobs`), so the gradient through the promp
 
 from __future__ import annotations
 
+import contextlib
+
 from pathlib import Path
 
 import torch
@@ -299,6 +301,29 @@ class LLMPolicy:
         directory = Path(directory)
         self.model.save_pretrained(str(directory))
         return directory
+
+    def set_reference(self) -> None:
+        """Keep a copy of the adapter as it is now: the reference policy of `reference()`."""
+        self._reference = {n: p.detach().clone() for n, p in self.model.named_parameters() if p.requires_grad}
+
+    @contextlib.contextmanager
+    def reference(self):
+        """Inside: the adapter holds the weights saved by `set_reference()`; the current ones come back on exit.
+        No version bump (the samplers never see the swap)."""
+        ref = getattr(self, "_reference", None)
+        if ref is None:
+            raise RuntimeError("LLMPolicy.reference(): set_reference() was never called")
+        params = {n: p for n, p in self.model.named_parameters() if p.requires_grad}
+        saved = {n: p.detach().clone() for n, p in params.items()}
+        try:
+            with torch.no_grad():
+                for n, p in params.items():
+                    p.copy_(ref[n])
+            yield self
+        finally:
+            with torch.no_grad():
+                for n, p in params.items():
+                    p.copy_(saved[n])
 
     def mark_updated(self) -> None:
         """Call after an optimizer step (vLLM picks up the new adapter on its next generate)."""

@@ -73,6 +73,8 @@ class Trainer:
             raise ValueError(f"--advantage {cfg.advantage!r}: expected entropic or grpo")
         if cfg.adv_group not in ("state", "state_start"):
             raise ValueError(f"--adv-group {cfg.adv_group!r}: expected state or state_start")
+        if cfg.kl_ref not in ("base", "init"):
+            raise ValueError(f"--kl-ref {cfg.kl_ref!r}: expected base or init")
         if cfg.fail_mode not in ("floor", "zero"):
             raise ValueError(f"--fail-mode {cfg.fail_mode!r}: expected floor or zero")
         if cfg.states_per_step < 1 or cfg.rollouts_per_state < 1:
@@ -94,6 +96,8 @@ class Trainer:
             self.warm_info = warm_start(self.policy, cfg.warm, log=log, prompt_format=cfg.prompt_format)
         elif cfg.warm_start:
             log(f"--warm-start: no program grammar for task {cfg.task!r}; starting from the plain model")
+        if cfg.kl_ref == "init" and cfg.kl_coef > 0:
+            self.policy.set_reference()  # pi_theta0: the adapter before any update (a resume reloads the warm start)
         self.opt = torch.optim.Adam(self.policy.trainable_parameters(), lr=cfg.lr,
                                     betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_eps)
         self.rng = np.random.default_rng(cfg.seed)
