@@ -437,7 +437,8 @@ def main() -> None:
            "tuning_seed": args.tuning_seed, "steps": args.steps, "lr": c.lr, "temperature": c.policy.temperature,
            "rollouts_per_step": c.states_per_step * c.rollouts_per_state, "states_per_step": c.states_per_step,
            "program_budget_s": c.program_budget_s, "wall_budget": args.wall_budget or "none",
-           "fail_mode": c.fail_mode, "adv_group": c.adv_group, "kl_coef": c.kl_coef, "kl_ref": c.kl_ref, "threads_per_arm": args.threads, "jobs": args.jobs,
+           "fail_mode": c.fail_mode, "adv_group": c.adv_group, "kl_coef": c.kl_coef, "kl_ref": c.kl_ref,
+           "threads_per_arm": args.threads, "jobs": args.jobs,
            "title": f"TTT-Discover {args.preset}, Erdős, {c.states_per_step * c.rollouts_per_state} programs/step, "
                     f"T {c.policy.temperature}, lr {c.lr:g}",
            "bootstrap": {"steps": args.bootstrap_steps, "temperature": args.bootstrap_temperature,

@@ -63,14 +63,14 @@ def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation],
     for mb in mbs:
         if shared:
             prompt, comps = gens[mb[0]].prompt_ids, [gens[i].completion_ids for i in mb]
-            base = reference_logprobs(policy, cfg, lambda adapter: policy.group_logprobs(
+            base = reference_logprobs(policy, cfg, lambda adapter, prompt=prompt, comps=comps: policy.group_logprobs(
                 prompt, comps, adapter=adapter, grad=False, bf16=policy.cfg.learn_bf16)[0])  # (b, C) or None
             lp, mask = policy.group_logprobs(prompt, comps, adapter=True)  # (b, C)
             slogp = torch.nn.utils.rnn.pad_sequence([gens[i].sampler_logp for i in mb], batch_first=True)
             slogp = slogp.to(policy.device)  # (b, C)
         else:
             batch = collate([gens[i] for i in mb], policy.tokenizer.pad_token_id, policy.device)
-            base = reference_logprobs(policy, cfg, lambda adapter: policy.logprobs(batch, adapter=adapter))
+            base = reference_logprobs(policy, cfg, lambda adapter, batch=batch: policy.logprobs(batch, adapter=adapter))
             lp = policy.logprobs(batch, adapter=True)  # (b, C)
             mask, slogp = batch["mask"], batch["sampler_logp"]
         loss, st = is_pg_loss(lp, slogp, base, A[mb].to(policy.device), mask,

@@ -28,7 +28,6 @@ the same prefill with grad (`group_logprobs`), so the gradient through the promp
 from __future__ import annotations
 
 import contextlib
-
 from pathlib import Path
 
 import torch
