@@ -67,6 +67,9 @@ def main() -> None:
     ap.add_argument("--data", default="data/pusht64_smooth")
     ap.add_argument("--episodes", type=int, default=400, help="episodes to generate when --data is missing")
     ap.add_argument("--episode-steps", type=int, default=150, help="raw steps per generated episode")
+    ap.add_argument("--heldout-of", type=int, default=0, help="score on the held-out split of the first N "
+                    "episodes and train on all others (a larger dataset made with the same seed, scored on the "
+                    "smaller one's held-out episodes; 0 = split the whole dataset)")
     ap.add_argument("--train-minutes", type=float, default=45.0, help="training wall-clock budget (the LR schedule "
                     "follows the elapsed fraction of it)")
     ap.add_argument("--max-steps", type=int, default=0, help="fix the step budget instead (0 = from --train-minutes)")
@@ -119,6 +122,8 @@ def main() -> None:
         ap.error(f"--rollout-keep {args.rollout_keep}: must be >= 0 (0 = every generated frame)")
     if args.refiner < 0:
         ap.error(f"--refiner {args.refiner}: must be >= 0 (0 = none)")
+    if args.heldout_of < 0:
+        ap.error(f"--heldout-of {args.heldout_of}: must be >= 0 (0 = split the whole dataset)")
     if args.sample_steps < 0:
         ap.error(f"--sample-steps {args.sample_steps}: must be >= 1 (or 0 for the run's)")
     if not 0 <= args.history_noise < 1:
@@ -143,8 +148,11 @@ def main() -> None:
     gen = None
     if not (data / "states.pth").exists():
         print(f"generating {args.episodes} PushT episodes into {data}", flush=True)
-        gen = generate_pusht(data, args.episodes, 64, args.episode_steps, workers=1, seed=0, show_progress=False)
+        gen = generate_pusht(data, args.episodes, 64, args.episode_steps, workers=min(2, os.cpu_count() or 1),
+                             seed=0, show_progress=False)
     made = json.loads((data / "ttlab_pusht.json").read_text())
+    if args.heldout_of and not 2 <= args.heldout_of <= made["episodes"]:
+        ap.error(f"--heldout-of {args.heldout_of}: needs 2 <= N <= the {made['episodes']} episodes of {data}")
     motion = {}
     if rank == 0:
         old = [rollout_episode(1000 + i, 64, args.episode_steps, "scripted")["states"] for i in range(24)]
@@ -161,7 +169,7 @@ def main() -> None:
                                     context_noise=args.context_noise),
                   self_forcing=args.self_forcing, self_forcing_steps=args.self_forcing_steps,
                   self_forcing_start=args.self_forcing_start,
-                  seed=args.seed, split_seed=0, devices=args.devices,
+                  seed=args.seed, split_seed=0, heldout_of=args.heldout_of, devices=args.devices,
                   batch_size=batch // args.devices)
     if args.hidden or args.depth:
         cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
@@ -250,7 +258,7 @@ def main() -> None:
         "benchmark": "wm_evidence", "commit": commit, "commit_at_end": git_rev(), "nproc": os.cpu_count(),
         "torch_threads": args.threads, "devices": devices, "loadavg_before": r(list(load_before), 2), "loadavg_end": r(list(os.getloadavg()), 2),
         "data": {"dir": str(data), "generated_now": gen is not None, "episodes": len(val_ds.source),
-                 "heldout_episodes": len(val_ds.episodes), "resolution": 64, "frame_interval": cfg.frame_interval,
+                 "heldout_episodes": len(val_ds.episodes), "heldout_of": args.heldout_of or None, "resolution": 64, "frame_interval": cfg.frame_interval,
                  "pusher": made.get("pusher"), "motion_per_model_frame": motion},
         "model": {"params_M": round(count_parameters(wm.model) / 1e6, 3), "hidden": mcfg.hidden, "depth": mcfg.depth,
                   "patch": mcfg.patch_size, "refiner": mcfg.refiner, "frames": cfg.num_frames, "n_ctx": cfg.n_ctx,

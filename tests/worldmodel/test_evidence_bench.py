@@ -69,7 +69,8 @@ def test_evidence_over_two_processes_keeps_the_global_batch_and_reports_once(tmp
 def test_devices_that_do_not_divide_the_batch_are_a_one_line_error(tmp_path, run_group):
     for argv, name in ((("--devices", "3"), "--devices 3"), (("--batch", "-4"), "--batch -4"),
                        (("--history-noise", "1"), "--history-noise 1"), (("--sample-steps", "-1"), "--sample-steps -1"),
-                       (("--eta", "-0.5"), "--eta -0.5"), (("--refiner", "-1"), "--refiner -1")):
+                       (("--eta", "-0.5"), "--eta -0.5"), (("--refiner", "-1"), "--refiner -1"),
+                       (("--heldout-of", "-1"), "--heldout-of -1")):
         out = _evidence(run_group, tmp_path, *argv, "--data", str(tmp_path / "none"))
         assert out.returncode == 2
         assert name in out.stderr.strip().splitlines()[-1]

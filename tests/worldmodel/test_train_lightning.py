@@ -187,3 +187,18 @@ def test_a_model_with_a_refiner_trains_exports_and_loads_with_it(tmp_path):
     loaded = load_world_model(tmp_path / "wm" / "ref")
     assert loaded.model.cfg.refiner == 4 and loaded.train_cfg["refiner"] == 4
     assert loaded.model.refine.conv3.weight.abs().sum() > 0  # trained away from its zero init
+
+
+def test_heldout_of_scores_a_larger_dataset_on_the_smaller_ones_heldout_episodes():
+    from ttlab.worldmodel.data.windows import split_episodes
+    from ttlab.worldmodel.train import build_datasets
+
+    small = replace(debug(), toy_episodes=20, split_seed=0)
+    _, val_small = build_datasets(small, None)
+    big = replace(small, toy_episodes=60, heldout_of=20)
+    tr, val = build_datasets(big, None)
+    assert np.array_equal(val.episodes, val_small.episodes)  # the same held-out episodes ...
+    assert np.array_equal(val.episodes, split_episodes(20, small.val_fraction, 0)[1])
+    assert set(tr.episodes) == set(range(60)) - set(val.episodes)  # ... and every other episode trains
+    with pytest.raises(ValueError, match="heldout-of 61"):
+        build_datasets(replace(big, heldout_of=61), None)

@@ -27,6 +27,10 @@ class TrainConfig:
     """Raw steps between kept frames (their actions are concatenated)."""
     val_fraction: float = 0.1
     """Fraction of episodes held out for validation (split by episode)."""
+    heldout_of: int = 0
+    """Hold out the split of the first N episodes only (0 = split all episodes): a larger dataset generated with
+    the same seed (whose first N episodes are the smaller one's) trains on everything else and is scored on the
+    smaller dataset's held-out episodes, so runs on the two compare on one set."""
     val_list: Path | None = None
     """CSGO: a published split list (Vid2World `test_split*.txt`, one file name per line): those episodes are
     the validation set, every other file trains (replaces val_fraction)."""

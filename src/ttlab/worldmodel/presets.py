@@ -46,7 +46,7 @@ def pusht_cpu() -> TrainConfig:
                                                  context_frames=2, delta=True, delta_scale=2.0, snr_gamma=5.0),
                        batch_size=16, lr=6e-4, weight_decay=0.0, warmup_steps=100, max_steps=1500,
                        val_every=10**9, checkpoint_every=100, val_samples=16, num_workers=0, ema_decay=0.995,
-                       log_every=25, threads=1, precision="bf16-mixed", episode_cache=1024, progress_bar=False,
+                       log_every=25, threads=1, precision="bf16-mixed", episode_cache=-1, progress_bar=False,
                        device="cpu")
 
 

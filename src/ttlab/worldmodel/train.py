@@ -43,7 +43,7 @@ from ttlab.worldmodel.data.branches import (
 from ttlab.worldmodel.data.csgo import CSGOSource, published_split, published_windows
 from ttlab.worldmodel.data.episodes import default_cache_bytes
 from ttlab.worldmodel.data.sources import detect_format, open_source
-from ttlab.worldmodel.data.windows import WindowDataset
+from ttlab.worldmodel.data.windows import WindowDataset, split_episodes
 from ttlab.worldmodel.diffusion import Objective, sample_window
 from ttlab.worldmodel.diffusion.self_forcing import rollout_context_clips
 from ttlab.worldmodel.distributed import GlobalBatchSampler, global_draws, launched_rank
@@ -118,8 +118,24 @@ def build_datasets(cfg: TrainConfig, stats_path: Path | None, codec=None):
               seed=cfg.seed if cfg.split_seed is None else cfg.split_seed, codec=enc)
     if cfg.val_list or cfg.val_starts:
         return published_datasets(cfg, src, stats_path, kw)
+    if cfg.heldout_of:
+        return nested_split_datasets(cfg, src, stats_path, kw)
     train = WindowDataset(src, split="train", action_stats=stats_path, **(kw | {"num_frames": cfg.train_frames()}))
     val = WindowDataset(src, split="val" if cfg.val_fraction > 0 else "train", action_stats=train.action_stats, **kw)
+    return train, val
+
+
+def nested_split_datasets(cfg: TrainConfig, src, stats_path: Path | None, kw: dict):
+    """Held out: the seeded split of the first `heldout_of` episodes; trained on: every other episode."""
+    n = len(src)
+    if not 2 <= cfg.heldout_of <= n or cfg.val_fraction <= 0:
+        raise ValueError(f"--heldout-of {cfg.heldout_of}: needs 2 <= N <= the dataset's {n} episodes and "
+                         f"val_fraction > 0 (got {cfg.val_fraction})")
+    _, val_eps = split_episodes(cfg.heldout_of, kw["val_fraction"], kw["seed"])
+    train_eps = np.setdiff1d(np.arange(n, dtype=np.int64), val_eps)
+    train = WindowDataset(src, split="train", action_stats=stats_path, episodes=train_eps,
+                          **(kw | {"num_frames": cfg.train_frames()}))
+    val = WindowDataset(src, split="val", action_stats=train.action_stats, episodes=val_eps, **kw)
     return train, val
 
 
