@@ -11,7 +11,13 @@ splits into the two. Per arm and seed this reports:
     (`restart`, `coarsen` or `parent`, read from the program text as `discover_choices.py` does): where the
     basin was found and how long it was refined.
 
-LLM arms are read from `samples.jsonl`, the random proposer from `results.jsonl`; the lineage from `tree.json`.
+  - `children`: the programs written for a state that is not a root (a later step's parent), by their start:
+    how many, the valid share, the share that beat their parent, and the median / 90th percentile / largest
+    gain over the parent's C5 (> 0 is better). It separates where a later gain comes from: new basins
+    (`restart`) or refinements (`coarsen`, `parent`), and how often each pays.
+
+LLM arms are read from `samples.jsonl`, the random proposer from `results.jsonl` (its program texts regenerated
+from the run's seed, matched by hash); the lineage and the parents' scores from `tree.json`.
 
     python benchmarks/discover_gap.py --tag graded --seeds 1 2 3 \
         --out benchmarks/results/discover_ttt/blocks_graded_gap.json
@@ -25,7 +31,11 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from ttlab.common.result_file import emit_result
+from ttlab.discover.provenance import program_hash
+from ttlab.discover.random_blocks import random_program
 from ttlab.discover.starts import start_of
 
 
@@ -50,6 +60,47 @@ def lineage(tree: dict) -> tuple[float, list[list]]:
     return float(best["score"]), out
 
 
+def random_bodies(run: Path, count: int) -> dict[str, str]:
+    """{program hash: the program's body after the shared head} for the first `count` programs the random
+    proposer of `run` drew (its seeded stream, as the search drew them)."""
+    cfg = json.loads((run / "config.json").read_text())
+    rng = np.random.default_rng(int(cfg["seed"]))
+    out = {}
+    for _ in range(count):
+        code, _choices = random_program(rng, float(cfg.get("program_wall_factor", 1.0)))
+        lines = code.splitlines()
+        head = next(i for i, ln in enumerate(lines) if "eb.normalise(" in ln)
+        out[program_hash(code)] = "\n".join(lines[head + 1:])
+    return out
+
+
+def child_gains(rows: list[dict], tree: dict, text_of) -> dict[str, list[float | None]]:
+    """Per start: each program written for a non-root state, its gain over that state's C5 (None: invalid).
+    A program whose text is not known is counted under `unknown`."""
+    nodes = {n["id"]: n for n in tree["nodes"]}
+    by: dict[str, list[float | None]] = {}
+    for r in rows:
+        parent = nodes.get(r.get("parent"))
+        if parent is None or not parent.get("parent_id"):
+            continue  # a root's programs are the first step's (`first`), or the parent left the tree
+        ok = r.get("valid", True) and r.get("score") is not None
+        text = text_of(r)
+        by.setdefault(start_of(text) if text else "unknown", []).append(
+            float(parent["score"]) - float(r["score"]) if ok else None)
+    return by
+
+
+def summarise_gains(by: dict[str, list[float | None]]) -> dict:
+    out = {}
+    for start, gains in sorted(by.items()):
+        v = np.array([g for g in gains if g is not None])
+        out[start] = {"programs": len(gains), "valid": round(len(v) / len(gains), 3)}
+        if len(v):
+            out[start] |= {"beat_parent": round(float(np.mean(v > 0)), 3), "median_gain": float(np.median(v)),
+                           "p90_gain": float(np.percentile(v, 90)), "max_gain": float(v.max())}
+    return out
+
+
 def arm_gap(run: Path) -> dict:
     samples = run / "samples.jsonl"
     path = samples if samples.exists() else run / "results.jsonl"
@@ -72,6 +123,17 @@ def arm_gap(run: Path) -> dict:
                      "best_c5": min(ok) if ok else None, "median_c5": statistics.median(ok) if ok else None},
            "final_c5": min(final, tree_best), "lineage": lin}
     res["later_gain"] = (res["first"]["best_c5"] - res["final_c5"]) if ok else None
+    if (run / "tree.json").exists():
+        if samples.exists():
+            def text_of(r):
+                return r.get("text") or ""
+        else:
+            bodies = random_bodies(run, 2 * len(rows))
+
+            def text_of(r):
+                return bodies.get(r.get("program", ""), "")
+        res["_child_gains"] = child_gains(rows, json.loads((run / "tree.json").read_text()), text_of)
+        res["children"] = summarise_gains(res["_child_gains"])
     return res
 
 
@@ -94,8 +156,14 @@ def main() -> None:
             except (ValueError, KeyError, json.JSONDecodeError) as e:
                 sys.exit(f"discover_gap: error: {run}: unreadable run ({e})")
     seeds = [str(s) for s in args.seeds]
-    res["mean"] = {}
+    res["mean"], res["children_pooled"] = {}, {}
     for arm, v in res["arms"].items():
+        pooled: dict[str, list[float | None]] = {}
+        for s in seeds:
+            for start, gains in v[s].pop("_child_gains", {}).items():
+                pooled.setdefault(start, []).extend(gains)
+        if pooled:
+            res["children_pooled"][arm] = summarise_gains(pooled)
         if all(v[s]["later_gain"] is not None for s in seeds):
             res["mean"][arm] = {"first_best_c5": statistics.mean(v[s]["first"]["best_c5"] for s in seeds),
                                 "later_gain": statistics.mean(v[s]["later_gain"] for s in seeds),
