@@ -64,6 +64,21 @@ def test_evidence_over_two_processes_keeps_the_global_batch_and_reports_once(tmp
     assert chosen["tuning_data"]["seed"] != 0 and chosen["tuning_data"]["episodes"] == 4
     ssims = {(c["mode"], c["keep"]): c["rollouts"]["model"]["ssim"] for c in chosen["configs"]}
     assert ssims[(chosen["chosen"]["mode"], chosen["chosen"]["keep"])] == max(ssims.values())
+    # the generalisation check scores the same model on held-out and on trained-on episodes, baselines beside it
+    gen = run_group([sys.executable, str(ROOT / "benchmarks" / "wm_generalisation.py"), "--run",
+                     str(tmp_path / "runs" / "wm" / "ddp"), "--data", str(tmp_path / "data"), "--windows", "4",
+                     "--rollout-episodes", "2"], cwd=tmp_path, env=_env())
+    assert gen.returncode == 0, gen.stderr[-3000:]
+    g = json.loads(gen.stdout.splitlines()[-1])
+    held, seen = set(g["heldout_episodes"]), set(g["trained_on_episodes"])
+    assert held and len(seen) == len(held) and not held & seen and seen <= set(range(24))
+    for part in ("windows", "rollouts"):
+        assert {"model", "copy_last", "mean_frame", "blend"} <= set(g["heldout"][part])
+        assert g["gap_trained_on_minus_heldout"][f"{part}_psnr"]["model"] == pytest.approx(
+            g["trained_on"][part]["model"]["psnr"] - g["heldout"][part]["model"]["psnr"], abs=1e-3)
+    bad = run_group([sys.executable, str(ROOT / "benchmarks" / "wm_generalisation.py"), "--run",
+                     str(tmp_path / "nope")], cwd=tmp_path, env=_env())
+    assert bad.returncode == 2 and "--run" in bad.stderr.strip().splitlines()[-1]
 
 
 def test_devices_that_do_not_divide_the_batch_are_a_one_line_error(tmp_path, run_group):
@@ -84,18 +99,3 @@ def test_sampler_sweep_refuses_bad_settings_and_the_evidence_seed(tmp_path, run_
                          ([], "no checkpoints"), (["--data-seed", "0"], "--data-seed 0")):
         out = run_group(sweep + extra, cwd=tmp_path, env=_env())
         assert out.returncode == 2 and words in out.stderr.strip().splitlines()[-1], out.stderr
-    # the generalisation check scores the same model on held-out and on trained-on episodes, baselines beside it
-    gen = run_group([sys.executable, str(ROOT / "benchmarks" / "wm_generalisation.py"), "--run",
-                     str(tmp_path / "runs" / "wm" / "ddp"), "--data", str(tmp_path / "data"), "--windows", "4",
-                     "--rollout-episodes", "2"], cwd=tmp_path, env=_env())
-    assert gen.returncode == 0, gen.stderr[-3000:]
-    g = json.loads(gen.stdout.splitlines()[-1])
-    held, seen = set(g["heldout_episodes"]), set(g["trained_on_episodes"])
-    assert held and len(seen) == len(held) and not held & seen and seen <= set(range(24))
-    for part in ("windows", "rollouts"):
-        assert {"model", "copy_last", "mean_frame", "blend"} <= set(g["heldout"][part])
-        assert g["gap_trained_on_minus_heldout"][f"{part}_psnr"]["model"] == pytest.approx(
-            g["trained_on"][part]["model"]["psnr"] - g["heldout"][part]["model"]["psnr"], abs=1e-3)
-    bad = run_group([sys.executable, str(ROOT / "benchmarks" / "wm_generalisation.py"), "--run",
-                     str(tmp_path / "nope")], cwd=tmp_path, env=_env())
-    assert bad.returncode == 2 and "--run" in bad.stderr.strip().splitlines()[-1]
