@@ -31,6 +31,7 @@ from ttlab.common.config import parse_config, to_dict
 from ttlab.common.data import repo_relative
 from ttlab.common.device import resolve_device
 from ttlab.common.duration import parse_duration
+from ttlab.common.lightning_quiet import quiet_lightning
 from ttlab.common.runs import RunDir, make_run_dir
 from ttlab.worldmodel.codecs.load import load_codec
 from ttlab.worldmodel.config import TrainConfig
@@ -431,6 +432,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     limit_s = parse_duration(cfg.time_limit)
     guard = WallClockGuard(limit_s / 60) if limit_s > 0 else None
     budget = TimeBudget(cfg.budget_minutes, cfg.warmup_steps, cfg.min_lr_ratio) if cfg.budget_minutes > 0 else None
+    quiet_lightning()
     trainer = L.Trainer(
         accelerator=accel, devices=cfg.devices, num_nodes=cfg.num_nodes, strategy=ddp_strategy(cfg, accel),
         use_distributed_sampler=not cfg.rank_invariant,
