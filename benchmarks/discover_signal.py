@@ -8,8 +8,8 @@ multistart size, coarsening factor, max_n, ...). This measures how much, on the 
 
   - `pool`: the warm-start pool (`discover_warm_pool.py`: random-blocks programs all run from the same root).
     Targets: `best_quarter` (C5 in the pool's best quarter) and `c5_gain` (the pool's median C5 minus the
-    program's: > 0 is better). Plain K-fold. `ceiling`: the programs of the pool's best tail rerun with another
-    seed (its `rescore`): what a predictor that knew each program exactly would pick, beside the pool.
+    program's: > 0 is better). Plain K-fold. `top_tail_rerun`: the programs of the pool's best tail (chosen on
+    their one score) rerun with another seed (its `rescore`): how much of a top program's edge survives a new seed.
   - `children`: the programs written for a state that is not a root (a later step's parent) in the given
     `discover_ttt.py` runs, per arm and all arms together; folds grouped by run (a run's programs are never split
     between training and test). Targets over the valid programs: `beat_parent` (its C5 below the parent's),
@@ -27,7 +27,7 @@ winsorised at its 2nd/98th percentile, the gains having a long tail), and `oracl
 mean raw target of the top 10% programs ranked by the model minus the fold's mean (what a sampler that knew this
 predictor would gain per program; `oracle_pick_positive` for the continuous targets: the same on the target's
 positive part, a program's own improvement, the disasters it avoids not counted). Controls: `shuffled` (the same
-pipeline with the labels permuted, `--perms` times: mean, sd, `p` = the share of permutations at least as good (at
+pipeline with the labels permuted (within each run where the folds are grouped by run), `--perms` times: mean, sd, `p` = the share of permutations at least as good (at
 best 1/(perms+1)) and `z`) and, for `all`, `within_start` (every setting column permuted together within each
 start, the start and labels kept): `all` above `within_start` is signal beyond the start type. `coef`: the linear
 model's eight largest weights, fitted on every row (standardised features; a description, not cross-validated).
@@ -294,7 +294,8 @@ def oracle_pick(y_raw: np.ndarray, pred: np.ndarray, folds: np.ndarray, top: flo
     for f in np.unique(folds):
         i = np.flatnonzero(folds == f)
         m = max(1, int(math.ceil(top * len(i))))
-        best = i[np.argsort(-pred[i], kind="stable")[:m]]
+        tie = np.random.default_rng(int(f)).random(len(i))  # ties broken at random, not by row order
+        best = i[np.lexsort((tie, -pred[i]))[:m]]
         tops.append(float(y_raw[best].mean()))
         means.append(float(y_raw[i].mean()))
         sizes.append(len(i))
@@ -318,11 +319,24 @@ def _summary(obs: float | None, draws: list[float | None]) -> dict:
     return {"mean": float(v.mean()), "sd": float(v.std()), "p": p, "z": z}
 
 
+def permute_within(groups: np.ndarray | None, rng: np.random.Generator) -> np.ndarray:
+    """A permutation of range(len(groups)) that moves rows only within their group (all rows: one group)."""
+    n = len(groups)
+    p = np.arange(n)
+    for g in np.unique(groups):
+        i = np.flatnonzero(groups == g)
+        p[i] = rng.permutation(i)
+    return p
+
+
 def evaluate(X: np.ndarray, y: np.ndarray, y_raw: np.ndarray, folds: np.ndarray, binary: bool,
              rng: np.random.Generator, perms: int, strata: np.ndarray | None = None,
-             free_cols: np.ndarray | None = None) -> dict:
+             free_cols: np.ndarray | None = None, groups: np.ndarray | None = None) -> dict:
     """Per model: the out-of-fold metrics, `oracle_pick`, the shuffled-label control and (given `strata` and the
-    `free_cols` to permute within each stratum) the within-stratum control."""
+    `free_cols` to permute within each stratum) the within-stratum control. With `groups` (the run of each row,
+    where the folds are grouped by run) the labels are shuffled within each run, so the control keeps the runs'
+    own base rates, which grouped folds see as a shift between folds."""
+    groups = np.zeros(len(y), int) if groups is None else np.asarray(groups)
     key = "auc" if binary else "spearman"
     res = {}
     for model in ("linear", "knn"):
@@ -333,7 +347,7 @@ def evaluate(X: np.ndarray, y: np.ndarray, y_raw: np.ndarray, folds: np.ndarray,
             r["oracle_pick_positive"] = oracle_pick(np.maximum(y_raw, 0.0), pred, folds)
         sh = []
         for _ in range(perms):
-            p = rng.permutation(len(y))
+            p = permute_within(groups, rng)
             sh.append(_score(y[p], y_raw[p], cv_predict(X, y[p], folds, model, binary), folds, binary))
         r["shuffled"] = {key: _summary(r[key], [s[key] for s in sh]),
                          "oracle_gain": _summary(r["oracle_pick"]["gain"], [s["oracle_gain"] for s in sh])}
@@ -352,9 +366,10 @@ def evaluate(X: np.ndarray, y: np.ndarray, y_raw: np.ndarray, folds: np.ndarray,
 
 
 def dataset_report(texts: list[str], targets: dict[str, tuple[np.ndarray, bool]], folds_of, rng: np.random.Generator,
-                   perms: int) -> dict:
+                   perms: int, groups: np.ndarray | None = None) -> dict:
     """For each target {name: (values with NaN where it does not apply, binary)}: the base rate or spread, and the
-    `start` and `all` feature sets' `evaluate`. `folds_of(mask)` gives the folds of the rows in `mask`."""
+    `start` and `all` feature sets' `evaluate`. `folds_of(mask)` gives the folds of the rows in `mask`; `groups`
+    (each row's run, when the folds are grouped by run) keeps the shuffled control's labels within their run."""
     X, names = feature_table(texts)
     starts = np.array([start_of(body_of(t)) for t in texts])
     out: dict = {"programs": len(texts), "features": names, "targets": {}}
@@ -376,9 +391,10 @@ def dataset_report(texts: list[str], targets: dict[str, tuple[np.ndarray, bool]]
         t["by_start"] = {s: {"n": int((starts[ok] == s).sum()), "mean": float(y_raw[starts[ok] == s].mean())}
                          for s in STARTS if (starts[ok] == s).any()}
         ncols = len(START_COLS)
-        t["start"] = evaluate(Xo[:, :ncols], y, y_raw, folds, binary, rng, perms)
+        g = None if groups is None else np.asarray(groups)[ok]
+        t["start"] = evaluate(Xo[:, :ncols], y, y_raw, folds, binary, rng, perms, groups=g)
         t["all"] = evaluate(Xo, y, y_raw, folds, binary, rng, perms, strata=starts[ok],
-                            free_cols=np.arange(ncols, Xo.shape[1]))
+                            free_cols=np.arange(ncols, Xo.shape[1]), groups=g)
         Xs, _ = _standardise(Xo, Xo[:1])
         w = (fit_logistic if binary else fit_ridge)(Xs, y, 10.0)[1:]
         top = np.argsort(-np.abs(w))[:8]
@@ -470,11 +486,11 @@ def pool_report(path: Path, folds: int, rng: np.random.Generator, perms: int) ->
             "c5_median": med, "c5_q25": q25}
     tops = [r for r in pool.get("rescore", []) if r.get("tail") == "top" and r.get("c5") is not None]
     if tops:
-        # the pool's best tail (top ~10% by first C5) rerun with another seed: a predictor that knew every program
-        # exactly would pick these; their rerun is what it would get, beside the pool's mean and median
+        # the pool's best tail (top ~10% by first C5, chosen on that one noisy score) rerun with another seed: how
+        # much of their edge is the program and how much its seed, beside the pool's mean and median
         re_c5 = np.array([float(r["c5"]) for r in tops])
         first = np.array([float(r["c5_first"]) for r in tops])
-        res["ceiling"] = {"n": len(tops), "share_of_pool": round(len(tops) / len(progs), 3),
+        res["top_tail_rerun"] = {"n": len(tops), "share_of_pool": round(len(tops) / len(progs), 3),
                           "first_mean_gain": float(med - first.mean()), "rescore_mean_gain": float(med - re_c5.mean()),
                           "rescore_gain_over_pool_mean": float(c5.mean() - re_c5.mean()),
                           "rescore_beats_pool_median": float(np.mean(re_c5 < med)),
@@ -580,7 +596,8 @@ def main(argv: list[str] | None = None) -> dict:
         with_valid = not all(r["valid"] for r in rows)
         d = dataset_report([r["text"] for r in rows], child_targets(rows, with_valid),
                            lambda mask, g=groups: group_folds(list(g[mask]), args.folds,
-                                                              np.random.default_rng(args.seed)), rng, args.perms)
+                                                              np.random.default_rng(args.seed)), rng, args.perms,
+                           groups=groups)
         d["runs"] = int(np.unique(groups).size)
         d["valid_by_start"] = valid_by_start(rows)
         res["children"][name] = d

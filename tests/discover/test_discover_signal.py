@@ -138,6 +138,34 @@ def test_cv_finds_a_planted_binary_signal_and_not_a_shuffled_one():
     assert abs(noise["linear"]["auc"] - 0.5) < 0.08
 
 
+def test_grouped_folds_do_not_credit_a_run_level_signal():
+    # the label depends only on the run, and one feature names the run: plain folds learn the run's rate from its
+    # own other rows, folds grouped by run cannot, and the within-run shuffle keeps the runs' rates
+    rng = np.random.default_rng(3)
+    groups = np.repeat(np.arange(10), 40)
+    rate = rng.random(10)
+    y = (rng.random(len(groups)) < rate[groups]).astype(float)
+    code = rng.normal(size=(10, 3))  # a run's own mark, unrelated to its rate
+    X = code[groups] + 0.01 * rng.normal(size=(len(groups), 3))
+    plain = sig.evaluate(X, y, y, sig.kfold(len(y), 5, rng), True, rng, perms=2)
+    grouped = sig.group_folds([str(g) for g in groups], 5, rng)
+    res = sig.evaluate(X, y, y, grouped, True, rng, perms=2)
+    assert plain["knn"]["auc"] > 0.7
+    assert abs(res["knn"]["auc"] - 0.5) < 0.15
+    p = sig.permute_within(groups, rng)
+    assert sorted(p.tolist()) == list(range(len(groups))) and (groups[p] == groups).all()
+    assert (p != np.arange(len(groups))).any()
+
+
+def test_oracle_pick_breaks_ties_at_random_not_by_row_order():
+    # one prediction for all rows: the pick must be a random 10%, not the first rows (which carry the target here)
+    y = np.r_[np.ones(100), np.zeros(900)]
+    pred = np.zeros(1000)
+    folds = np.zeros(1000, int)
+    r = sig.oracle_pick(y, pred, folds)
+    assert r["top_mean"] < 0.4  # the first 100 rows would give 1.0
+
+
 def test_cv_finds_a_planted_continuous_signal():
     rng, X, groups = _planted(seed=2)
     y = X[:, 1] + rng.normal(size=len(X))
@@ -233,7 +261,7 @@ def test_end_to_end_on_fake_runs(tmp_path, capsys):
         {"index": 0, "tail": "top", "c5_first": 0.381, "c5": 0.3812, "status": "ok"}]}))
     out = tmp_path / "res" / "signal.json"
     sig.main(["--tags", "t", "u", "--seeds", "1", "2", "3", "--arms", "trained", "random_blocks", "--root",
-              str(root), "--pool", str(pool), "--folds", "3", "--perms", "3", "--out", str(out)])
+              str(root), "--pool", str(pool), "--folds", "5", "--perms", "3", "--out", str(out)])
     captured = capsys.readouterr()
     res = json.loads(captured.out.strip().splitlines()[-1])
     assert json.loads(out.read_text()) == res
@@ -248,6 +276,7 @@ def test_end_to_end_on_fake_runs(tmp_path, capsys):
                                     "coarsen": {"programs": 30, "valid": 1.0},
                                     "parent": {"programs": 60, "valid": 0.75}}
     bp = tr["targets"]["beat_parent"]
+    # 5 folds asked, 3 runs: folds are whole runs
     assert bp["n"] == 105 and bp["folds"] == 3 and bp["rate"] == pytest.approx(30 / 105)
     assert bp["start"]["linear"]["auc"] == 1.0 and bp["all"]["linear"]["auc"] > 0.95
     assert bp["start"]["linear"]["oracle_pick"]["top_mean"] == 1.0
@@ -260,7 +289,7 @@ def test_end_to_end_on_fake_runs(tmp_path, capsys):
     p = res["pool"]
     assert p["programs"] == 60 and p["targets"]["best_quarter"]["start"]["linear"]["auc"] > 0.75
     assert p["targets"]["c5_gain"]["all"]["linear"]["spearman"] > 0.5
-    assert p["ceiling"]["n"] == 1
+    assert p["top_tail_rerun"]["n"] == 1
     assert "within_start" in p["targets"]["c5_gain"]["all"]["knn"] and "within_start" not in (
         p["targets"]["c5_gain"]["start"]["knn"])
 
