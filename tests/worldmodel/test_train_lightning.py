@@ -202,3 +202,20 @@ def test_heldout_of_scores_a_larger_dataset_on_the_smaller_ones_heldout_episodes
     assert set(tr.episodes) == set(range(60)) - set(val.episodes)  # ... and every other episode trains
     with pytest.raises(ValueError, match="heldout-of 61"):
         build_datasets(replace(big, heldout_of=61), None)
+
+
+def test_only_the_ema_copy_may_start_training_in_eval_mode():
+    import warnings
+
+    from ttlab.worldmodel.model import size_config
+    from ttlab.worldmodel.train import WorldModelModule
+
+    mod = WorldModelModule(replace(debug(), max_steps=2), size_config("tiny")).train()
+    mod.ema.eval()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        mod.on_train_start()
+    assert not [w for w in seen if "eval mode" in str(w.message)]
+    next(iter(mod.model.children())).eval()  # a trained module left in eval mode is named
+    with pytest.warns(UserWarning, match="modules in eval mode at the start of training: model"):
+        mod.on_train_start()

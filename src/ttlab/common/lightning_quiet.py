@@ -1,10 +1,10 @@
 """Lightning's start-up messages that say nothing about a ttlab run, silenced by their exact text.
 
 - "Found N module(s) in eval mode at the start of training": the world model's EMA copy lives in eval mode
-  by design (it is never trained, only averaged into), so the warning fires on every run.
+  by design (it is never trained, only averaged into), so the warning fires on every run; the world model
+  checks for any other module left in eval mode itself (`WorldModelModule.on_train_start`).
 - "`isinstance(treespec, LeafSpec)` is deprecated": raised inside Lightning's own pytree helper on newer torch;
   nothing a user can change.
-- "torch.distributed.nn.functional.all_gather is deprecated": Lightning's own DDP gather on newer torch.
 - the "Tip: ... litlogger" advert Lightning logs when no LitLogger is attached (ttlab logs to TensorBoard).
 
 Every other warning and log line is kept.
@@ -16,8 +16,7 @@ import logging
 import warnings
 
 _WARNINGS = (r"Found \d+ module\(s\) in eval mode at the start of training",
-             r"`isinstance\(treespec, LeafSpec\)` is deprecated",
-             r"torch\.distributed\.nn\.functional\.all_gather is deprecated")
+             r"`isinstance\(treespec, LeafSpec\)` is deprecated")
 _LOG_NEEDLE = "litlogger"
 _LOGGERS = ("lightning.pytorch.utilities.rank_zero", "lightning_utilities.core.rank_zero",
             "lightning.pytorch.trainer.connectors.logger_connector.logger_connector")

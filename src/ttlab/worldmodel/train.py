@@ -14,6 +14,7 @@ import json
 import math
 import os
 import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -208,6 +209,22 @@ class WorldModelModule(L.LightningModule):
     def on_fit_start(self) -> None:
         self.obj.to(self.device)
 
+    def on_train_start(self) -> None:
+        # Lightning's warning about modules in eval mode is silenced (`quiet_lightning`): the EMA copy and a frozen
+        # codec are in eval mode by design. Anything else in eval mode would be a bug, so it is named here.
+        stray = [n for n, m in self.named_modules() if n and not m.training and not n.startswith(("ema", "codec"))]
+        if stray:
+            warnings.warn(f"modules in eval mode at the start of training: {', '.join(stray[:5])}"
+                          f"{' ...' if len(stray) > 5 else ''}", stacklevel=1)
+
+    def _global_mean(self, t: torch.Tensor) -> float:
+        """The mean of a scalar over the processes (a collective under DDP; a host sync)."""
+        t = t.detach().float().clone()
+        if self.trainer.world_size > 1 and torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(t)
+            t /= self.trainer.world_size
+        return float(t)
+
     def training_step(self, batch: dict[str, Any], idx: int) -> torch.Tensor:
         x, c = batch["frames"], self.cfg
         net = self.model if self.compiled is None else self.compiled
@@ -223,7 +240,7 @@ class WorldModelModule(L.LightningModule):
         self.log("train/mse", stats["mse"], sync_dist=self.trainer.world_size > 1)
         self.log("train/lr", self.trainer.optimizers[0].param_groups[0]["lr"])
         if self.global_step % c.log_every == 0:  # the global-batch loss (a collective; a host sync, logged)
-            self.loss_curve.append((int(self.global_step), float(self.all_gather(loss.detach()).float().mean())))
+            self.loss_curve.append((int(self.global_step), self._global_mean(loss)))
         return loss
 
     def self_forcing_batch(self, net, x: torch.Tensor, acts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
