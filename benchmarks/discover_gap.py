@@ -74,6 +74,15 @@ def random_bodies(run: Path, count: int) -> dict[str, str]:
     return out
 
 
+def text_reader(run: Path, rows: list[dict], llm: bool):
+    """row -> the program text: an LLM arm's row carries it (`samples.jsonl`); the random proposer's is
+    regenerated from the run's seed and matched by hash ("" when unknown)."""
+    if llm:
+        return lambda r: r.get("text") or ""
+    bodies = random_bodies(run, 2 * len(rows))
+    return lambda r: bodies.get(r.get("program", ""), "")
+
+
 def child_gains(rows: list[dict], tree: dict, text_of) -> dict[str, list[float | None]]:
     """Per start: each program written for a non-root state, its gain over that state's C5 (None: invalid).
     A program whose text is not known is counted under `unknown`."""
@@ -124,14 +133,7 @@ def arm_gap(run: Path) -> dict:
            "final_c5": min(final, tree_best), "lineage": lin}
     res["later_gain"] = (res["first"]["best_c5"] - res["final_c5"]) if ok else None
     if (run / "tree.json").exists():
-        if samples.exists():
-            def text_of(r):
-                return r.get("text") or ""
-        else:
-            bodies = random_bodies(run, 2 * len(rows))
-
-            def text_of(r):
-                return bodies.get(r.get("program", ""), "")
+        text_of = text_reader(run, rows, samples.exists())
         res["_child_gains"] = child_gains(rows, json.loads((run / "tree.json").read_text()), text_of)
         res["children"] = summarise_gains(res["_child_gains"])
     return res

@@ -58,7 +58,7 @@ from ttlab.discover.program_settings import settings_in
 from ttlab.discover.starts import STARTS, start_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from discover_gap import random_bodies  # noqa: E402  (a benchmark script, importable for its functions)
+from discover_gap import text_reader  # noqa: E402  (a benchmark script, importable for its functions)
 
 START_COLS = tuple(f"start_{s}" for s in STARTS)
 STAGE_KINDS = ("hop", "up_hop", "continuation", "converge", "lp_polish", "symmetrise")
@@ -419,14 +419,7 @@ def load_run(run: Path) -> tuple[list[dict], str, int]:
     rows = _rows(path)
     fp = hashlib.sha1(json.dumps([(r.get("program"), r.get("text"), r.get("parent"), r.get("score"), r.get("step"))
                                   for r in rows]).encode()).hexdigest()[:16]
-    if samples.exists():
-        def text_of(r):
-            return r.get("text") or ""
-    else:
-        bodies = random_bodies(run, 2 * len(rows))
-
-        def text_of(r):
-            return bodies.get(r.get("program", ""), "")
+    text_of = text_reader(run, rows, samples.exists())
     nodes = {n["id"]: n for n in json.loads((run / "tree.json").read_text())["nodes"]}
     out, unknown = [], 0
     for r in rows:
