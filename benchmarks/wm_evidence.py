@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ttlab.worldmodel.config import TrainConfig
 from ttlab.worldmodel.data.pusht import generate_pusht, motion_stats, rollout_episode
 from ttlab.worldmodel.diffusion import Objective
 from ttlab.worldmodel.diffusion.samplers import MODES
@@ -62,7 +63,31 @@ def table(res: dict, names: tuple[str, ...], keys: tuple[str, ...]) -> dict:
             {f"{k}/by_lag": r(res[f"{n}/{k}/by_lag"]) for k in keys if f"{n}/{k}/by_lag" in res} for n in names}
 
 
-def main() -> None:
+def train_config(args: argparse.Namespace, data: Path, batch: int) -> TrainConfig:
+    """The training configuration the flags name: `pusht_cpu` with each flag applied (with `--abs-actions
+    --action-map gaussian --compile --refiner 16 --devices 2 --batch 32` it is the `pusht_map` preset)."""
+    cfg = replace(pusht_cpu(), data=str(data), threads=args.threads, run_name=args.run_name, root=args.root,
+                  resume=args.resume, branch=replace(pusht_cpu().branch, frac=args.branch_frac),
+                  relative_actions=not args.abs_actions, action_map=args.action_map,
+                  action_map_sigma=args.action_map_sigma, compile=args.compile,
+                  diffusion=replace(pusht_cpu().diffusion, change_weight=args.change_weight,
+                                    context_noise=args.context_noise),
+                  self_forcing=args.self_forcing, self_forcing_steps=args.self_forcing_steps,
+                  self_forcing_start=args.self_forcing_start,
+                  seed=args.seed, split_seed=0, heldout_of=args.heldout_of, devices=args.devices,
+                  batch_size=batch // args.devices)
+    if args.hidden or args.depth:
+        cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
+    if args.refiner:
+        cfg = replace(cfg, refiner=args.refiner)
+    if args.max_steps:  # a fixed step budget (the cosine anneals inside it)
+        cfg = replace(cfg, max_steps=args.max_steps, checkpoint_every=min(cfg.checkpoint_every, max(10, args.max_steps // 10)))
+    else:  # a wall-clock budget: the schedule follows elapsed time, so a busy machine trains fewer steps, annealed
+        cfg = replace(cfg, budget_minutes=args.train_minutes, max_steps=10**7, checkpoint_every=200)
+    return cfg
+
+
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="data/pusht64_smooth")
     ap.add_argument("--episodes", type=int, default=400, help="episodes to generate when --data is missing")
@@ -117,6 +142,11 @@ def main() -> None:
     ap.add_argument("--eval-windows", type=int, default=256)
     ap.add_argument("--rollout-episodes", type=int, default=32)
     ap.add_argument("--out-dir", default="runs/bench/wm_evidence")
+    return ap
+
+
+def main() -> None:
+    ap = build_parser()
     args = ap.parse_args()
     if args.rollout_keep < 0:
         ap.error(f"--rollout-keep {args.rollout_keep}: must be >= 0 (0 = every generated frame)")
@@ -161,24 +191,7 @@ def main() -> None:
 
     if args.action_map != "none" and not args.abs_actions:
         ap.error(f"--action-map {args.action_map}: needs --abs-actions (relative actions are not image positions)")
-    cfg = replace(pusht_cpu(), data=str(data), threads=args.threads, run_name=args.run_name, root=args.root,
-                  resume=args.resume, branch=replace(pusht_cpu().branch, frac=args.branch_frac),
-                  relative_actions=not args.abs_actions, action_map=args.action_map,
-                  action_map_sigma=args.action_map_sigma, compile=args.compile,
-                  diffusion=replace(pusht_cpu().diffusion, change_weight=args.change_weight,
-                                    context_noise=args.context_noise),
-                  self_forcing=args.self_forcing, self_forcing_steps=args.self_forcing_steps,
-                  self_forcing_start=args.self_forcing_start,
-                  seed=args.seed, split_seed=0, heldout_of=args.heldout_of, devices=args.devices,
-                  batch_size=batch // args.devices)
-    if args.hidden or args.depth:
-        cfg = replace(cfg, hidden=args.hidden or cfg.hidden, depth=args.depth or cfg.depth)
-    if args.refiner:
-        cfg = replace(cfg, refiner=args.refiner)
-    if args.max_steps:  # a fixed step budget (the cosine anneals inside it)
-        cfg = replace(cfg, max_steps=args.max_steps, checkpoint_every=min(cfg.checkpoint_every, max(10, args.max_steps // 10)))
-    else:  # a wall-clock budget: the schedule follows elapsed time, so a busy machine trains fewer steps, annealed
-        cfg = replace(cfg, budget_minutes=args.train_minutes, max_steps=10**7, checkpoint_every=200)
+    cfg = train_config(args, data, batch)
     if rank > 0:
         train(cfg)
         # leave at once: Lightning's launcher watches this process, and a failure in a later teardown would

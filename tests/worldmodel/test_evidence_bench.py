@@ -99,3 +99,24 @@ def test_sampler_sweep_refuses_bad_settings_and_the_evidence_seed(tmp_path, run_
                          ([], "no checkpoints"), (["--data-seed", "0"], "--data-seed 0")):
         out = run_group(sweep + extra, cwd=tmp_path, env=_env())
         assert out.returncode == 2 and words in out.stderr.strip().splitlines()[-1], out.stderr
+
+
+def test_the_headline_flags_train_the_pusht_map_preset():
+    """`ttlab wm train --preset pusht_map --devices 2` is the model of the README's headline command."""
+    import importlib.util
+    from dataclasses import replace
+
+    from ttlab.worldmodel.presets import pusht_map
+
+    spec = importlib.util.spec_from_file_location("wm_evidence", ROOT / "benchmarks" / "wm_evidence.py")
+    ev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ev)
+    args = ev.build_parser().parse_args(["--abs-actions", "--action-map", "gaussian", "--compile", "--devices", "2",
+                                         "--batch", "32", "--train-minutes", "83", "--refiner", "16"])
+    cfg = ev.train_config(args, Path("data/pusht64_smooth"), 32)
+    preset = replace(pusht_map(), devices=2, split_seed=0, seed=args.seed, run_name=args.run_name, root=args.root)
+    assert cfg == preset
+    assert cfg.batch_size * cfg.devices == 32 and cfg.refiner == 16 and not cfg.relative_actions
+    no_refiner = ev.build_parser().parse_args(["--abs-actions", "--action-map", "gaussian", "--compile",
+                                               "--devices", "2", "--batch", "32", "--train-minutes", "83"])
+    assert ev.train_config(no_refiner, Path("data/pusht64_smooth"), 32) != preset  # the comparison sees the model
