@@ -65,7 +65,7 @@ def table(res: dict, names: tuple[str, ...], keys: tuple[str, ...]) -> dict:
 
 def train_config(args: argparse.Namespace, data: Path, batch: int) -> TrainConfig:
     """The training configuration the flags name: `pusht_cpu` with each flag applied (with `--abs-actions
-    --action-map gaussian --compile --refiner 16 --devices 2 --batch 32` it is the `pusht_map` preset)."""
+    --action-map gaussian --compile --refiner 32 --devices 2 --batch 32` it is the `pusht_map` preset)."""
     cfg = replace(pusht_cpu(), data=str(data), threads=args.threads, run_name=args.run_name, root=args.root,
                   resume=args.resume, branch=replace(pusht_cpu().branch, frac=args.branch_frac),
                   relative_actions=not args.abs_actions, action_map=args.action_map,

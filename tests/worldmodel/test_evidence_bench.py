@@ -112,11 +112,11 @@ def test_the_headline_flags_train_the_pusht_map_preset():
     ev = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ev)
     args = ev.build_parser().parse_args(["--abs-actions", "--action-map", "gaussian", "--compile", "--devices", "2",
-                                         "--batch", "32", "--train-minutes", "83", "--refiner", "16"])
+                                         "--batch", "32", "--train-minutes", "83", "--refiner", "32"])
     cfg = ev.train_config(args, Path("data/pusht64_smooth"), 32)
     preset = replace(pusht_map(), devices=2, split_seed=0, seed=args.seed, run_name=args.run_name, root=args.root)
     assert cfg == preset
-    assert cfg.batch_size * cfg.devices == 32 and cfg.refiner == 16 and not cfg.relative_actions
+    assert cfg.batch_size * cfg.devices == 32 and cfg.refiner == 32 and not cfg.relative_actions
     no_refiner = ev.build_parser().parse_args(["--abs-actions", "--action-map", "gaussian", "--compile",
                                                "--devices", "2", "--batch", "32", "--train-minutes", "83"])
     assert ev.train_config(no_refiner, Path("data/pusht64_smooth"), 32) != preset  # the comparison sees the model

@@ -52,12 +52,12 @@ def pusht_cpu() -> TrainConfig:
 
 def pusht_map() -> TrainConfig:
     """The README's headline world model, as `benchmarks/wm_evidence.py --abs-actions --action-map gaussian
-    --compile --refiner 16 --devices 2 --batch 32 --train-minutes 83` trains it: `pusht_cpu` with absolute PD
-    targets, each drawn as a Gaussian blob in an input channel of the frame it leads to, a 16-channel
+    --compile --refiner 32 --devices 2 --batch 32 --train-minutes 83` trains it: `pusht_cpu` with absolute PD
+    targets, each drawn as a Gaussian blob in an input channel of the frame it leads to, a 32-channel
     full-resolution refiner after the patch output, `torch.compile`, and an 83-minute wall-clock budget (the
     cosine anneals over elapsed time). Batch 16 per process: with `--devices 2`, a global batch of 32.
     """
-    return replace(pusht_cpu(), relative_actions=False, action_map="gaussian", refiner=16, compile=True,
+    return replace(pusht_cpu(), relative_actions=False, action_map="gaussian", refiner=32, compile=True,
                    budget_minutes=83.0, max_steps=10**7, checkpoint_every=200)
 
 
