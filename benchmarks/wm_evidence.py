@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--compile", action="store_true", help="train through torch.compile of the denoiser")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--devices", type=int, default=1, help="training processes (DDP over gloo), the global batch "
-                    "split between them")
+                    "split between them; scoring, in one process after training, uses threads x devices")
     ap.add_argument("--batch", type=int, default=0, help=f"global batch (0 = the preset's, {pusht_cpu().batch_size})")
     ap.add_argument("--run-name", default="evidence")
     ap.add_argument("--root", default="runs", help="runs root: the run is ROOT/wm/RUN_NAME")
@@ -233,7 +233,10 @@ def main() -> None:
     trained_gflop = speed["step_bf16"]["gflop_per_step"] * (tr["steps"] - steps_before) * devices
     achieved = trained_gflop / tr["seconds"] if tr["seconds"] == tr["seconds"] and tr["seconds"] > 0 else float("nan")
 
-    print("fitting the baselines", flush=True)
+    # scoring runs in this process alone once the others have left: it gets every core the command was given
+    score_threads = args.threads * args.devices
+    torch.set_num_threads(score_threads)
+    print(f"fitting the baselines (scoring on {score_threads} threads)", flush=True)
     t_eval = time.perf_counter()
     _, val_ds = build_datasets(replace(cfg, data=str(data)), run_dir / "action_stats.json")
     train_eps = np.setdiff1d(np.arange(len(val_ds.source)), val_ds.episodes)
@@ -269,7 +272,7 @@ def main() -> None:
             "agent_ink_ratio")
     res = {
         "benchmark": "wm_evidence", "commit": commit, "commit_at_end": git_rev(), "nproc": os.cpu_count(),
-        "torch_threads": args.threads, "devices": devices, "loadavg_before": r(list(load_before), 2), "loadavg_end": r(list(os.getloadavg()), 2),
+        "torch_threads": args.threads, "score_threads": score_threads, "devices": devices, "loadavg_before": r(list(load_before), 2), "loadavg_end": r(list(os.getloadavg()), 2),
         "data": {"dir": str(data), "generated_now": gen is not None, "episodes": len(val_ds.source),
                  "heldout_episodes": len(val_ds.episodes), "heldout_of": args.heldout_of or None, "resolution": 64, "frame_interval": cfg.frame_interval,
                  "pusher": made.get("pusher"), "motion_per_model_frame": motion},
