@@ -41,7 +41,13 @@ from ttlab.worldmodel.model import count_parameters
 from ttlab.worldmodel.presets import pusht_cpu
 from ttlab.worldmodel.scorecard import fit_baselines, score_rollouts, score_windows, scorecard_targets
 from ttlab.worldmodel.throughput import matmul_peak, train_step_rate
-from ttlab.worldmodel.train import build_datasets, build_model_config, dataset_action_pixels, train
+from ttlab.worldmodel.train import (
+    build_datasets,
+    build_model_config,
+    dataset_action_pixels,
+    resolve_precision,
+    train,
+)
 from ttlab.worldmodel.visuals import rollout_gif, strip_png
 from ttlab.worldmodel.weights import load_world_model
 
@@ -202,15 +208,25 @@ def main() -> None:
     mcfg = build_model_config(cfg, tuple(train_ds[0]["frames"].shape[1:]), train_ds.action_dim,
                               dataset_action_pixels(cfg, train_ds))
     obj = Objective(cfg.diffusion)
-    print("measuring matmul peaks and the training step", flush=True)
-    speed = {"fp32_matmul": matmul_peak(dtype=torch.float32), "bf16_matmul": matmul_peak(dtype=torch.bfloat16),
-             "step_bf16": train_step_rate(mcfg, obj, cfg.batch_size, cfg.num_frames, dtype=torch.bfloat16),
-             "step_fp32": train_step_rate(mcfg, obj, cfg.batch_size, cfg.num_frames, steps=3, dtype=torch.float32)}
+    # the precision this CPU trains in: the preset's bf16-mixed, or float32 where bf16 has no units (the trainer
+    # decides the same way, and warns)
+    precision = resolve_precision(cfg, "cpu")
+    trained = "bf16" if precision.startswith("bf16") else "fp32"
+    print(f"measuring matmul peaks and the training step ({precision})", flush=True)
+    speed = {"fp32_matmul": matmul_peak(dtype=torch.float32),
+             # without bf16 units a bf16 matmul runs ~100x below float32: one size shows it
+             "bf16_matmul": matmul_peak(sizes=(512, 1024, 2048) if trained == "bf16" else (512,),
+                                        dtype=torch.bfloat16)}
+    if trained == "bf16":
+        speed["step_bf16"] = train_step_rate(mcfg, obj, cfg.batch_size, cfg.num_frames, dtype=torch.bfloat16)
+    speed["step_fp32"] = train_step_rate(mcfg, obj, cfg.batch_size, cfg.num_frames, steps=3, dtype=torch.float32)
     for k, peak in (("step_bf16", "bf16_matmul"), ("step_fp32", "fp32_matmul")):
-        speed[k]["fraction_of_peak"] = r(speed[k]["gflops_median"] / speed[peak]["peak_gflops"])
+        if k in speed:
+            speed[k]["fraction_of_peak"] = r(speed[k]["gflops_median"] / speed[peak]["peak_gflops"])
+    step_key, peak_key = f"step_{trained}", f"{trained}_matmul"
     max_steps = cfg.max_steps
     print(f"training for {args.max_steps or args.train_minutes} {'steps' if args.max_steps else 'minutes'} "
-          f"(measured {speed['step_bf16']['step_s_median']} s/step)", flush=True)
+          f"(measured {speed[step_key]['step_s_median']} s/step)", flush=True)
     exported = run_dir / "checkpoints" / "weights_latest.json"
     steps_before = load_world_model(run_dir).step if (args.resume or args.eval_only) and exported.exists() else 0
     summary = run_dir / "evidence_train.json"  # this script's record of training, read back by --eval-only
@@ -230,7 +246,7 @@ def main() -> None:
     cfg_file = next((p for p in (run_dir / "config.resume.json", run_dir / "config.json") if p.exists()), None)
     saved = json.loads(cfg_file.read_text()) if cfg_file is not None else {}
     # the whole training loop's rate (data, Lightning, EMA included) over the steps trained here, all processes
-    trained_gflop = speed["step_bf16"]["gflop_per_step"] * (tr["steps"] - steps_before) * devices
+    trained_gflop = speed[step_key]["gflop_per_step"] * (tr["steps"] - steps_before) * devices
     achieved = trained_gflop / tr["seconds"] if tr["seconds"] == tr["seconds"] and tr["seconds"] > 0 else float("nan")
 
     # scoring runs in this process alone once the others have left: it gets every core the command was given
@@ -278,13 +294,13 @@ def main() -> None:
                  "pusher": made.get("pusher"), "motion_per_model_frame": motion},
         "model": {"params_M": round(count_parameters(wm.model) / 1e6, 3), "hidden": mcfg.hidden, "depth": mcfg.depth,
                   "patch": mcfg.patch_size, "refiner": mcfg.refiner, "frames": cfg.num_frames, "n_ctx": cfg.n_ctx,
-                  "diffusion": asdict(cfg.diffusion), "sample_steps": n_steps, "precision": cfg.precision,
+                  "diffusion": asdict(cfg.diffusion), "sample_steps": n_steps, "precision": precision,
                   "sampler": {"mode": args.sample_mode, "rollout_keep": args.rollout_keep,
                               "history_noise": args.history_noise, "eta": args.eta}},
-        "speed": speed | {"training_achieved_gflops": r(achieved, 3),
-                          "training_fraction_of_bf16_peak": r(achieved / (speed["bf16_matmul"]["peak_gflops"]
-                                                                        * devices)),
-                          "peak_note": "the bf16 peak is one process's; the fraction divides by it x devices",
+        "speed": speed | {"training_precision": precision, "training_achieved_gflops": r(achieved, 3),
+                          f"training_fraction_of_{trained}_peak": r(achieved / (speed[peak_key]["peak_gflops"]
+                                                                           * devices)),
+                          "peak_note": f"the {trained} peak is one process's; the fraction divides by it x devices",
                           **({"note": "the achieved rate counts the training step's FLOPs, not the self-forcing "
                               "sampling pass"} if cfg.self_forcing > 0 else {})},
         "train": {"steps": tr["steps"], "max_steps": max_steps if args.max_steps else None,

@@ -220,6 +220,7 @@ def test_warm_start_learns_the_same_adapter_at_any_sampling_temperature(tmp_path
     """The SFT's log-probs are taken at T = 1 whatever the sampler's temperature, so the cache key (which does not
     hold the temperature) names one adapter; cosine decay and bf16 autocast run and still lower the loss."""
     monkeypatch.setenv("TTLAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("TTLAB_CPU_BF16", "1")  # bf16 even on a CPU without bf16 units (the model is tiny)
     cfg = WarmStartConfig(groups=4, per_group=2, epochs=2, lr=3e-3, seed=0, cosine=True)
     states = []
     for t in (1.0, 0.3):

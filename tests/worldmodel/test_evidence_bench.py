@@ -44,7 +44,8 @@ def test_evidence_over_two_processes_keeps_the_global_batch_and_reports_once(tmp
     curve = json.loads((tmp_path / "runs" / "wm" / "ddp" / "loss_curve.json").read_text())
     assert curve["world_size"] == 2 and curve["global_batch"] == pusht_cpu().batch_size
     # the training rate counts both processes' steps
-    per_step, minutes = res["speed"]["step_bf16"]["gflop_per_step"], res["train"]["minutes"]
+    trained = "bf16" if res["speed"]["training_precision"].startswith("bf16") else "fp32"
+    per_step, minutes = res["speed"][f"step_{trained}"]["gflop_per_step"], res["train"]["minutes"]
     assert res["speed"]["training_achieved_gflops"] == pytest.approx(per_step * 4 * 2 / (minutes * 60), rel=0.1)
     record = json.loads((tmp_path / "runs" / "wm" / "ddp" / "evidence_train.json").read_text())
     assert (record["devices"], record["batch_per_process"]) == (2, pusht_cpu().batch_size // 2)

@@ -1,9 +1,12 @@
-"""Device choice and seeding."""
+"""Device choice, whether this CPU has fast bf16 matmuls, and seeding."""
 
 from __future__ import annotations
 
+import functools
 import os
 import random
+import time
+import warnings
 
 import numpy as np
 import torch
@@ -21,6 +24,42 @@ def resolve_device(name: str = "auto") -> torch.device:
             raise ValueError(f"--device {name}: CUDA is not available on this machine (use --device cpu or auto)")
         return torch.device(name)
     raise ValueError(f"--device {name!r}: expected auto, cpu, cuda or cuda:N")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_bf16_speedup(n: int = 256, reps: int = 3) -> float:
+    """bf16 / fp32 matmul rate on this CPU at torch's thread count (>1: bf16 is faster), measured once per process
+    in well under a second. CPUs with bf16 units (AVX512-BF16, AMX) run bf16 several times faster than fp32;
+    AVX2-only CPUs emulate it at around 1/100 of the fp32 rate."""
+    def best(dtype: torch.dtype, k: int) -> float:
+        a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+        torch.mm(a, b)
+        t = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            for _ in range(k):
+                torch.mm(a, b)
+            t = min(t, (time.perf_counter() - t0) / k)
+        return t
+
+    t32 = best(torch.float32, 8)
+    t16 = best(torch.bfloat16, 1)
+    return t32 / max(t16, 1e-12)
+
+
+def cpu_bf16_ok(what: str) -> bool:
+    """Whether bf16 autocast on CPU is worth it here: True where bf16 matmuls are at least as fast as fp32. Where
+    they are not, warns once naming `what` falls back to float32, and returns False. `TTLAB_CPU_BF16=1|0`
+    overrides the measurement (1: keep bf16 wherever it is asked for; 0: never)."""
+    forced = os.environ.get("TTLAB_CPU_BF16", "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    speedup = cpu_bf16_speedup()
+    if speedup >= 1.0:
+        return True
+    warnings.warn(f"{what}: this CPU runs bf16 matmuls at {speedup:.2g}x its float32 rate (no bf16 units), so it "
+                  "runs in float32 instead (set TTLAB_CPU_BF16=1 to keep bf16)", stacklevel=2)
+    return False
 
 
 def seed_everything(seed: int, deterministic: bool = False) -> None:

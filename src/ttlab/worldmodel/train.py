@@ -30,7 +30,7 @@ from torch.utils.data import ConcatDataset, DataLoader, Subset
 from ttlab.common.checkpoint import atomic_write_text, save_checkpoint
 from ttlab.common.config import parse_config, to_dict
 from ttlab.common.data import repo_relative
-from ttlab.common.device import resolve_device
+from ttlab.common.device import cpu_bf16_ok, resolve_device
 from ttlab.common.duration import parse_duration
 from ttlab.common.lightning_quiet import quiet_lightning
 from ttlab.common.runs import RunDir, make_run_dir
@@ -400,9 +400,14 @@ class ExportWeights(L.Callback):
 
 
 def resolve_precision(cfg: TrainConfig, accelerator: str) -> str:
-    if cfg.precision != "auto":
-        return cfg.precision
-    return "bf16-mixed" if accelerator == "gpu" else "32-true"
+    """The Lightning precision to train with: `auto` is bf16-mixed on CUDA and 32-true on CPU; a bf16 precision
+    on a CPU without bf16 units (where bf16 matmuls run far below the float32 rate) becomes 32-true, with a
+    warning."""
+    if cfg.precision == "auto":
+        return "bf16-mixed" if accelerator == "gpu" else "32-true"
+    if accelerator == "cpu" and cfg.precision.startswith("bf16") and not cpu_bf16_ok(f"--precision {cfg.precision}"):
+        return "32-true"
+    return cfg.precision
 
 
 def train(cfg: TrainConfig) -> dict[str, Any]:
@@ -444,6 +449,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
                               pin_memory=dev.type == "cuda")
     val_dl = DataLoader(val_sub, batch_size=min(cfg.batch_size, 16), shuffle=False, num_workers=0)
     accel = "gpu" if dev.type == "cuda" else "cpu"
+    precision = resolve_precision(cfg, accel)
     ckpt = ModelCheckpoint(dirpath=run.checkpoints, filename="{step}", every_n_train_steps=cfg.checkpoint_every,
                            save_top_k=-1, save_last=True)
     limit_s = parse_duration(cfg.time_limit)
@@ -453,7 +459,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     trainer = L.Trainer(
         accelerator=accel, devices=cfg.devices, num_nodes=cfg.num_nodes, strategy=ddp_strategy(cfg, accel),
         use_distributed_sampler=not cfg.rank_invariant,
-        precision=resolve_precision(cfg, accel), max_steps=cfg.max_steps, max_epochs=-1,
+        precision=precision, max_steps=cfg.max_steps, max_epochs=-1,
         gradient_clip_val=cfg.grad_clip or None, val_check_interval=cfg.val_every, check_val_every_n_epoch=None,
         logger=loggers(cfg, run.path), callbacks=[
             ckpt, ExportWeights(run.checkpoints / "weights_latest", cfg.checkpoint_every, train_ds.action_stats),
@@ -473,7 +479,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     return {"run_dir": str(run.path), "steps": int(trainer.global_step), "max_steps": cfg.max_steps, "seconds": secs,
             "stopped_by_wall_clock": guard is not None and guard.stopped_at is not None,
             "weights": str(run.checkpoints / "weights_latest"), "metrics": metrics,
-            "world_size": trainer.world_size, "loss_curve": module.loss_curve,
+            "world_size": trainer.world_size, "precision": precision, "loss_curve": module.loss_curve,
             "branch_pool": branch[2] if branch is not None else None}
 
 

@@ -36,6 +36,7 @@ from peft import LoraConfig, get_peft_model, get_peft_model_state_dict, set_peft
 from torch.nn.utils.rnn import pad_sequence
 from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
+from ttlab.common.device import cpu_bf16_ok
 from ttlab.discover.config import PolicyConfig
 from ttlab.discover.llm import llama_backend, vllm_backend
 from ttlab.discover.llm.generation import Generation
@@ -269,7 +270,8 @@ class LLMPolicy:
         ctx = torch.enable_grad() if adapter and grad else torch.no_grad()
         bf16 = (self.cfg.learn_bf16 and grad) if bf16 is None else bf16
         amp = torch.autocast(self.device.type, dtype=torch.bfloat16,
-                             enabled=bool(bf16 and adapter and self.device.type == "cpu"))
+                             enabled=bool(bf16 and adapter and self.device.type == "cpu"
+                                          and cpu_bf16_ok("the LLM learner's bf16 autocast")))
         with ctx, amp:
             cache = self._prefill(prompt, n, adapter)
             if adapter:
