@@ -59,11 +59,11 @@ def run(out_dir: Path, device: str = "cpu") -> str:
                                "        time.sleep(0.01)\n")).result()
         lines.append(f"- hostile fork bomb: `{bomb.status}` ({bomb.reason}); {bomb.leftover_killed} leftover "
                      f"processes killed; isolation {pool.caps}")
-    cfg = SearchConfig(time_limit="100s", program_budget_s=8.0, grace_s=8.0, run_name="search", root=str(out_dir.parent),
+    cfg = SearchConfig(time_limit=f"{SEARCH_S}s", program_budget_s=8.0, grace_s=8.0, run_name="search", root=str(out_dir.parent),
                        samples_per_state=1)
     rec = run_search(cfg)
     (out_dir / "best_erdos.json").write_text(json.dumps(rec))
-    lines.append(f"- offline search (100 s, library proposer, 2 workers): best verified C5 = {rec['score']:.9f} "
+    lines.append(f"- offline search ({SEARCH_S} s, library proposer, 2 workers): best verified C5 = {rec['score']:.9f} "
                  f"(n = {len(rec['construction'])}) after {rec['evals']} sandboxed programs; "
                  f"best construction in `{out_dir / 'search' / 'best.json'}`")
     lines.append(ttt_line(out_dir))
@@ -72,13 +72,13 @@ def run(out_dir: Path, device: str = "cpu") -> str:
 
 DEMO_PRESETS = ("cpu_smollm2_blocks", "cpu_smollm2")
 """Train presets the demo can take TTT steps with, in order of preference (the first with a warm start ready)."""
-DEMO_STEPS, DEMO_ROLLOUTS = 3, 8
+DEMO_STEPS, DEMO_ROLLOUTS, SEARCH_S = 2, 8, 60
 
 
 def demo_config(name: str):
     """A preset shrunk to the demo: `DEMO_STEPS` steps of 1 state x `DEMO_ROLLOUTS` rollouts, llama.cpp sampling
     when it is installed, and the update probe (each update's log-prob change of the step's programs with a positive
-    and a negative advantage: what the LLM learned, visible within 3 steps)."""
+    and a negative advantage: what the LLM learned, visible from the first update)."""
     cfg = TRAIN_PRESETS[name]()
     cfg.steps, cfg.states_per_step, cfg.rollouts_per_state = DEMO_STEPS, 1, DEMO_ROLLOUTS
     cfg.probe_update = True
