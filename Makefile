@@ -8,6 +8,8 @@ PIP := $(PY) -m pip
 #   make setup TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
 TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= all,dev
+# llama-cpp-python builds from source: its multimodal library (unused here) is skipped, a minute of the build
+CMAKE_ARGS ?=
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test test-all bench lint format clean
@@ -16,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip setuptools wheel
 	$(PIP) install $(TORCH_SPEC)
-	$(PIP) install -e ".[$(EXTRAS)]"
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF $(CMAKE_ARGS)" $(PIP) install -e ".[$(EXTRAS)]"
 	@touch $@
 
 setup: $(VENV)/.installed
