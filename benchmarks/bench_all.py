@@ -62,6 +62,8 @@ def quick_commands(out: Path) -> dict[str, list[str]]:
                         "--episode-steps", "150", "--max-steps", "4", "--eval-windows", "4", "--rollout-episodes", "2",
                         "--run-name", "bench_quick", "--root", str(out / "wm_evidence" / "runs"),
                         "--out-dir", str(out / "wm_evidence")],
+        "cpu_bf16": ["benchmarks/cpu_bf16.py", "--steps", "1", "--data", str(out / "wm_evidence" / "data"),
+                     "--out", str(out / "cpu_bf16" / "cpu_bf16.json")],
         "wm_step_profile": ["benchmarks/wm_step_profile.py", "--data", str(out / "wm_step_profile" / "data"),
                             "--episodes", "6", "--steps", "1", "--loop-steps", "5", "--data-batches", "1",
                             "--no-compile", "--out", str(out / "wm_step_profile" / "wm_step_profile.json")],
