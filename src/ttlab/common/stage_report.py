@@ -35,3 +35,9 @@ def picture(path: str | Path, summary_dir: str | Path, alt: str) -> str:
     if Path(path).suffix.lower() in (".png", ".gif", ".jpg", ".jpeg"):
         return f"![{alt}]({r})"
     return f"[{alt} ({Path(path).suffix[1:]})]({r})"
+
+
+def demo_threads() -> int:
+    """Torch threads for a demo stage's training: the stages run one at a time on the 2 cores the demo is sized for,
+    so a stage's learner gets both (at most the machine's cores)."""
+    return max(1, min(2, os.cpu_count() or 1))

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from ttlab.common.data import SharedDataMissing, shared_data_file
+from ttlab.common.stage_report import demo_threads
 from ttlab.discover.config import SearchConfig
 from ttlab.discover.llm import llama_backend
 from ttlab.discover.llm.models import cache_root
@@ -82,6 +83,7 @@ def demo_config(name: str):
     cfg = TRAIN_PRESETS[name]()
     cfg.steps, cfg.states_per_step, cfg.rollouts_per_state = DEMO_STEPS, 1, DEMO_ROLLOUTS
     cfg.probe_update = True
+    cfg.threads = demo_threads()  # the learner runs alone between sampling and the sandbox: give it every core
     cfg.policy.gen_batch_size = cfg.micro_batch = DEMO_ROLLOUTS
     if cfg.policy.backend == "hf" and llama_backend.available():
         cfg.policy.backend = "llama"

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ttlab.common.heartbeat import step
-from ttlab.common.stage_report import StageReport, picture
+from ttlab.common.stage_report import StageReport, demo_threads, picture
 from ttlab.worldmodel.data.pusht import generate_pusht
 from ttlab.worldmodel.model.nanowm import count_parameters
 from ttlab.worldmodel.presets import tiny_pusht
@@ -65,7 +65,7 @@ def run(out_dir: Path, device: str = "auto", episodes: int = 24, episode_steps: 
                          show_progress=False, overwrite=True) if fresh else None
     shutil.rmtree(out_dir / "runs" / "wm" / "tiny_pusht", ignore_errors=True)  # the stage always trains afresh
     cfg = replace(tiny_pusht(), data=str(data), root=str(out_dir / "runs"), run_name="tiny_pusht", device=device,
-                  val_fraction=0.15, time_limit="5m")
+                  val_fraction=0.15, time_limit="5m", threads=demo_threads())
     step(f"training NanoWM for {cfg.max_steps} steps (guard {cfg.time_limit})", 0.1)
     tr = train(cfg)
     run_dir = Path(tr["run_dir"])
