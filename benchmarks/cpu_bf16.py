@@ -12,7 +12,6 @@ faster than fp32; AVX2-only CPUs emulate it at about 1/100 of the fp32 rate.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from ttlab.common.device import cpu_bf16_ok, cpu_bf16_speedup  # noqa: E402
+from ttlab.common.result_file import emit_result  # noqa: E402
 from ttlab.worldmodel.diffusion import Objective  # noqa: E402
 from ttlab.worldmodel.throughput import matmul_peak, train_step_rate  # noqa: E402
 from ttlab.worldmodel.train import build_datasets, build_model_config, dataset_action_pixels  # noqa: E402
@@ -69,11 +69,7 @@ def main() -> None:
         res["wm_step_bf16"] = train_step_rate(mcfg, obj, 16, cfg.num_frames, steps=args.steps, dtype=torch.bfloat16)
     res["wm_step_trained_s"] = res["wm_step_bf16" if ok else "wm_step_fp32"]["step_s_median"]
     res["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    line = json.dumps(res)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(line + "\n")
-    print(line)
+    emit_result(res, args.out, indent=None)
 
 
 if __name__ == "__main__":
