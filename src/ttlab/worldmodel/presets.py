@@ -37,7 +37,7 @@ def pusht_cpu() -> TrainConfig:
     frame as 3 extra input channels, so copying it is the zero output), x target (the patch is wider than
     the model, where x-prediction is the one that works), trained at uniform levels over the whole
     zero-terminal-SNR cosine schedule, independent per frame (diffusion forcing), and sampled with 10-step
-    DDIM from pure noise. bf16 autocast on one thread. `benchmarks/wm_evidence.py` trains it for a wall-clock
+    DDIM from pure noise. bf16 autocast on one thread (float32 on a CPU without bf16 units). `benchmarks/wm_evidence.py` trains it for a wall-clock
     budget (`budget_minutes`: the cosine anneals over the elapsed fraction), so a busy machine trains fewer steps.
     """
     return TrainConfig(data="data/pusht64_smooth", size="tiny", patch_size=8, hidden=128, heads=4, depth=6,

@@ -42,7 +42,7 @@ def cpu_smollm2_blocks() -> TrainConfig:
     cuts it before it closes). The warm start sees 100 prompts x 8 programs with a cosine lr decay, under bf16
     autocast (the compact format's 40 x 4 left the blocks model repeating stages without ever writing the closing
     lines; 60 x 8 at a constant lr closed its programs but slipped on the calls' syntax); the TTT learner runs
-    under bf16 autocast too (forward and backward of 16 programs 38 s instead of 60-78 s on one core, the SFT loss
+    under bf16 autocast too, where the CPU has bf16 units (forward and backward of 16 programs 38 s instead of 60-78 s on one core, the SFT loss
     equal to 3 decimals). Programs budget by the blocks' work model (`program_clock` "work"), so a program and
     seed score the same on any load."""
     cfg = cpu_smollm2()
