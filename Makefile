@@ -11,6 +11,8 @@ EXTRAS ?= all,dev
 # llama-cpp-python builds from source: its multimodal library (unused here) is skipped, a minute of the build
 CMAKE_ARGS ?=
 PYTEST_ARGS ?=
+# test workers (pytest-xdist): one per core, at most 4; TEST_WORKERS=0 runs the suite in this process
+TEST_WORKERS ?= auto
 
 .PHONY: setup demo test test-all bench lint format clean
 
@@ -27,10 +29,10 @@ demo: $(VENV)/.installed
 	$(VENV)/bin/ttlab demo
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) --maxprocesses 4 $(PYTEST_ARGS)
 
 test-all: $(VENV)/.installed
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --maxprocesses 4 $(PYTEST_ARGS)
 
 bench: $(VENV)/.installed
 	$(PY) benchmarks/bench_all.py
