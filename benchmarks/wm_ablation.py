@@ -4,7 +4,8 @@ seeds, scored with the PushT scorecard. Resumable arm by arm. Prints ONE JSON li
 Every arm is the evidence configuration (`python benchmarks/wm_evidence.py --abs-actions --action-map gaussian
 --compile`: the `pusht_cpu` preset, PushT 64x64 from the smooth pusher, 2 clean context frames + 3 predicted, the
 diffusion on the change from the last context frame, uniform per-frame levels, absolute action targets with the
-Gaussian action map, fused AdamW, bf16 autocast on one thread) with ONE axis changed, trained for the same optimizer
+Gaussian action map, fused AdamW, one thread; bf16 autocast where the CPU has bf16 units, float32 elsewhere, and
+each arm records which) with ONE axis changed, trained for the same optimizer
 steps and batch, and sampled with the evidence sampler's step count:
 
   target arms (`pred_*`): each target in its native schedule -- v and x: cosine + zero-terminal SNR (x is the
@@ -457,7 +458,8 @@ def main() -> None:
                        "depth": cfg.depth, "batch": cfg.batch_size, "lr": cfg.lr, "compile": cfg.compile,
                        "params_M": score.pop("params_M")},
             "train": {"steps": tr["steps"], "max_steps": cfg.max_steps, "seconds": round(tr["seconds"], 1),
-                      "s_per_step": round(tr["seconds"] / max(1, tr["steps"]), 3)},
+                      "s_per_step": round(tr["seconds"] / max(1, tr["steps"]), 3),
+                      "precision": tr.get("precision")},
             "loss": {"log_every": cfg.log_every, "tail_slope": tail_slope(*zip(*curve, strict=True)) if curve else None,
                      "last_ema": round(ema([v for _, v in curve])[-1], 6) if curve else None,
                      "curve": [[int(s), round(float(v), 6)] for s, v in curve]},
