@@ -110,6 +110,7 @@ def test_a_tiny_arm_runs_end_to_end_and_a_rerun_skips_it(data, tmp_path):
     res = json.loads(out.read_text())
     r = res["runs"]["pred_x@0"]
     assert r["train"]["steps"] == 3 and r["also"] == ["inj_additive"] and r["config"]["target"] == "x"
+    assert r["train"]["precision"] in {"32-true", "bf16-mixed"}  # what the arm trained in, on this CPU
     assert res["runs"]["pred_flow@0"]["config"]["target"] == "flow"
     w = r["score"]["windows"]
     assert w["count"] == 4 and len(w["psnr/by_lag"]) == 3 and len(w["tee_px_ratio_to_copy_last/by_lag"]) == 3
