@@ -54,7 +54,7 @@ def preset_config(args, seed: int):
     if args.preset not in TRAIN_PRESETS:
         raise SystemExit(f"--preset {args.preset}: unknown (one of {', '.join(sorted(TRAIN_PRESETS))})")
     cfg = TRAIN_PRESETS[args.preset]()
-    cfg.steps, cfg.seed, cfg.threads = args.steps, seed, args.threads
+    cfg.steps, cfg.seed, cfg.threads, cfg.learn_threads = args.steps, seed, args.threads, args.learn_threads
     if args.model:
         cfg.policy.model = args.model
     if args.backend:
@@ -345,6 +345,9 @@ def main() -> None:
                          "roots, run once per seed (0: each arm starts from the roots)")
     ap.add_argument("--bootstrap-temperature", type=float, default=0.5, help="sampling temperature of the bootstrap")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per arm")
+    ap.add_argument("--learn-threads", type=int, default=0,
+                    help="torch threads of an arm's learn phase only (0: --threads); with --jobs 0 on free cores, "
+                         "the core count")
     ap.add_argument("--runs", default=str(ROOT / "runs"))
     ap.add_argument("--tag", default=time.strftime("%Y%m%d_%H%M%S"))
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "discover_ttt" / "discover_ttt.json"))
@@ -438,7 +441,7 @@ def main() -> None:
            "rollouts_per_step": c.states_per_step * c.rollouts_per_state, "states_per_step": c.states_per_step,
            "program_budget_s": c.program_budget_s, "wall_budget": args.wall_budget or "none",
            "fail_mode": c.fail_mode, "adv_group": c.adv_group, "kl_coef": c.kl_coef, "kl_ref": c.kl_ref,
-           "threads_per_arm": args.threads, "jobs": args.jobs,
+           "threads_per_arm": args.threads, "learn_threads": args.learn_threads, "jobs": args.jobs,
            "title": f"TTT-Discover {args.preset}, Erdős, {c.states_per_step * c.rollouts_per_state} programs/step, "
                     f"T {c.policy.temperature}, lr {c.lr:g}",
            "bootstrap": {"steps": args.bootstrap_steps, "temperature": args.bootstrap_temperature,

@@ -326,3 +326,22 @@ def test_block_programs_run_in_the_trainer_with_the_blocks_bundled_and_beta_caps
     assert 0.0 <= m["adv/beta_at_cap_frac"] <= 1.0 or m["adv/beta_at_cap_frac"] != m["adv/beta_at_cap_frac"]
     kids = [n for n in tr.tree.nodes.values() if n.parent_id]
     assert kids and all(n.code.startswith("import numpy as np\nimport erdos_blocks as eb") for n in kids)
+
+
+def test_the_learn_phase_runs_on_its_own_thread_count_and_the_rest_of_the_step_does_not(tiny_dir, tmp_path, patched,
+                                                                                         monkeypatch):
+    seen = {}
+    real = trainer_mod.learn
+
+    def spy(policy, opt, gens, adv, keep, cfg):
+        seen["learn"] = torch.get_num_threads()
+        return real(policy, opt, gens, adv, keep, cfg)
+
+    monkeypatch.setattr(trainer_mod, "learn", spy)
+    tr = Trainer(cfg_for(tiny_dir, tmp_path, "lt", threads=1, learn_threads=2), log=lambda *_: None)
+    try:
+        tr.step()
+        after = torch.get_num_threads()
+    finally:
+        tr.close()
+    assert seen["learn"] == 2 and after == 1

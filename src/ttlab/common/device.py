@@ -1,7 +1,8 @@
-"""Device choice, whether this CPU has fast bf16 matmuls, and seeding."""
+"""Device choice, whether this CPU has fast bf16 matmuls, torch threads for one phase, and seeding."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import random
@@ -60,6 +61,20 @@ def cpu_bf16_ok(what: str) -> bool:
     warnings.warn(f"{what}: this CPU runs bf16 matmuls at {speedup:.2g}x its float32 rate (no bf16 units), so it "
                   "runs in float32 instead (set TTLAB_CPU_BF16=1 to keep bf16)", stacklevel=2)
     return False
+
+
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """torch's CPU threads set to `n` inside the block and restored after it (0 or the current count: unchanged)."""
+    before = torch.get_num_threads()
+    if n <= 0 or n == before:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def seed_everything(seed: int, deterministic: bool = False) -> None:

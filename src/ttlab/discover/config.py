@@ -352,6 +352,10 @@ class TrainConfig:
     """auto | cpu | cuda | cuda:N."""
     threads: int = 0
     """torch CPU threads (0: torch's default). On a loaded 2-core box 1 thread beat 2 by ~10x (spin-waiting)."""
+    learn_threads: int = 0
+    """torch CPU threads of the learn phase only (0: as `threads`). Generation and the sandbox's programs share the
+    cores; the learn phase has them to itself: on 2 free cores a float32 learn phase of 16 programs took 62 s with 2
+    threads against 107 s with 1 (docs/notes/discover-llm8.md). Leave it at 0 when other jobs hold the cores."""
     seed: int = 0
     """Seed of everything (torch sampling, initial states, program seeds)."""
     run_name: str | None = None

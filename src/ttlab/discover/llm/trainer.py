@@ -35,7 +35,7 @@ from ttlab.common.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from ttlab.common.device import resolve_device, seed_everything
+from ttlab.common.device import resolve_device, seed_everything, torch_threads
 from ttlab.common.logging import Logger, progress
 from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages, group_betas, group_betas_at_cap
@@ -205,7 +205,8 @@ class Trainer:
         betas = group_betas(rewards, valid, groups, cfg.fail_mode) if cfg.advantage == "entropic" else []
         capped = group_betas_at_cap(rewards, valid, groups, cfg.fail_mode) if cfg.advantage == "entropic" else []
         t0 = time.perf_counter()
-        lstats = {"learn/samples": 0} if cfg.frozen else learn(self.policy, self.opt, gens, adv, keep, cfg)
+        with torch_threads(cfg.learn_threads if self.device.type == "cpu" else 0):
+            lstats = {"learn/samples": 0} if cfg.frozen else learn(self.policy, self.opt, gens, adv, keep, cfg)
         if self.device.type == "cuda":
             torch.cuda.synchronize()  # timing boundary of the learn phase
         t_learn = time.perf_counter() - t0
