@@ -351,7 +351,7 @@ def main() -> None:
     ap.add_argument("--runs", default=str(ROOT / "runs"))
     ap.add_argument("--tag", default=time.strftime("%Y%m%d_%H%M%S"))
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "discover_ttt" / "discover_ttt.json"))
-    ap.add_argument("--png", default=str(ROOT / "runs" / "bench" / "discover_ttt" / "discover_ttt.png"))
+    ap.add_argument("--png", default=None, help="best C5 against evaluations (default: --out with .png)")
     ap.add_argument("--plot-only", default="", help="redraw the PNG of an existing result JSON and exit")
     ap.add_argument("--resume", action="store_true",
                     help="keep the arm/seed pairs already complete (in --out or this --tag's arm files); run the rest")
@@ -362,7 +362,8 @@ def main() -> None:
     ap.add_argument("--arm-out", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.plot_only:
-        plot(json.loads(Path(args.plot_only).read_text()), Path(args.png))
+        plot(json.loads(Path(args.plot_only).read_text()),
+             Path(args.png) if args.png else Path(args.plot_only).with_suffix(".png"))
         return
     if args.arm:
         run_arm(args, args.arm, args.arm_seed, Path(args.arm_out))
@@ -456,7 +457,9 @@ def main() -> None:
            "loadavg_end": os.getloadavg(), "wall_s": round(time.time() - t0, 1)}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1))
-    plot(res, Path(args.png))
+    png = Path(args.png) if args.png else Path(args.out).with_suffix(".png")
+    png.parent.mkdir(parents=True, exist_ok=True)
+    plot(res, png)
     line = {k: res[k] for k in ("benchmark", "preset", "seeds", "steps", "partial", "incomplete", "targets", "wall_s",
                                 "loadavg_start", "loadavg_end", "commit")}
     line["best_c5"] = {seed: {a: s["best_c5"] for a, s in arms_.items()} for seed, arms_ in summary.items()}

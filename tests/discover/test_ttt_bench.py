@@ -64,10 +64,10 @@ def test_comparison_counts_a_seed_only_when_an_arm_is_strictly_below():
 
 def test_three_arms_get_equal_evaluations_and_the_result_reports_each_seed(tmp_path):
     model = make_tiny_model(tmp_path / "tiny")
-    out, png = tmp_path / "r.json", tmp_path / "r.png"
+    out, png = tmp_path / "new" / "r.json", tmp_path / "new" / "r.png"  # no --png: the figure goes beside --out
     p = _bench("--preset", "debug_blocks", "--model", str(model), "--arms", "trained,frozen,random_blocks",
                "--seeds", "1,2", "--tuning-seed", "0", "--steps", "2", "--jobs", "0", "--runs", str(tmp_path / "runs"),
-               "--tag", "t", "--out", str(out), "--png", str(png), env={"TTLAB_CACHE": str(tmp_path / "cache")})
+               "--tag", "t", "--out", str(out), env={"TTLAB_CACHE": str(tmp_path / "cache")})
     assert p.returncode == 0, p.stderr[-2000:]
     last = json.loads(p.stdout.strip().splitlines()[-1])
     assert last["benchmark"] == "discover_ttt" and last["seeds"] == [1, 2]
