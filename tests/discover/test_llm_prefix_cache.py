@@ -83,3 +83,34 @@ def test_group_logprobs_and_gradient_equal_the_per_row_computation(policy):
     assert all(torch.allclose(a, b, atol=1e-5, rtol=1e-4) for a, b in zip(g1, g2, strict=True))
     base, _ = policy.group_logprobs(gens[0].prompt_ids, comps, adapter=False)
     assert not base.requires_grad and not torch.allclose(base, lp.detach())
+
+
+def test_a_prefix_shared_by_micro_batches_gives_the_one_batch_gradient_for_one_prompt_forward(policy):
+    """The learn phase's micro-batches of one prompt read one `shared_prefix`: the summed gradient equals the
+    gradient of all rollouts in one batch, and the prompt is run forward once (at batch 1)."""
+    gens = policy.generate(["one prompt, three micro-batches"] * 5)
+    comps = [g.completion_ids for g in gens]
+    prompt, params = gens[0].prompt_ids, policy.trainable_parameters()
+    C = max(c.numel() for c in comps)
+    w = torch.linspace(-1.0, 2.0, C)  # a weight per position, so the loss is not a plain sum
+    lp, _ = policy.group_logprobs(prompt, comps)  # (5, C)
+    g_one = torch.autograd.grad((lp * w).sum(), params)
+    shapes = []
+    hook = policy.model.get_input_embeddings().register_forward_hook(
+        lambda mod, inp, out: shapes.append(tuple(inp[0].shape)))
+    try:
+        for p in params:
+            p.grad = None
+        prefix = policy.shared_prefix(prompt)
+        for part in (comps[:2], comps[2:4], comps[4:]):
+            lp_i, _ = policy.group_logprobs(prompt, part, prefix=prefix)  # (b, C_i)
+            (lp_i * w[: lp_i.shape[1]]).sum().backward()
+        prefix.backward()
+    finally:
+        hook.remove()
+    assert [s for s in shapes if s[1] == prompt.numel() - 1] == [(1, prompt.numel() - 1)]
+    for a, p in zip(g_one, params, strict=True):
+        assert torch.allclose(a, p.grad, atol=1e-5, rtol=1e-4)
+    assert any(a.abs().sum() > 0 for a in g_one)
+    for p in params:
+        p.grad = None

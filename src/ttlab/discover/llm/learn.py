@@ -1,7 +1,7 @@
 """The learn phase of one TTT step: the loss over micro-batches of the step's samples, then one optimizer step.
 
-With `prefix_cache` (HF backend) a micro-batch holds rollouts of ONE prompt, whose forward is shared
-(`LLMPolicy.group_logprobs`); otherwise micro-batches are padded rows of any prompts (`collate`). The loss is
+With `prefix_cache` (HF backend) a micro-batch holds rollouts of ONE prompt, and the prompt's forward and
+backward run once for all of its micro-batches (`LLMPolicy.shared_prefix`, exact); otherwise micro-batches are padded rows of any prompts (`collate`). The loss is
 `loss.is_pg_loss`, normalised by the token count of the whole step, so the accumulated gradient equals the
 full-batch one. With `probe_update` the step ends with `probe.update_probe` (one extra forward, no grad).
 """
@@ -60,12 +60,20 @@ def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation],
     tot = {"loss": zero.clone(), "tokens": zero.clone(), "kl": zero.clone(), "ratio": zero.clone(),
            "ratio_max": zero.clone(), "clipped": zero.clone()}
     before: list[tuple[list[int], torch.Tensor, torch.Tensor]] = []  # (samples, log-probs (b, C), mask (b, C))
-    for mb in mbs:
+    # the KL reference's log-probs first, with no grad: the init reference swaps the adapter's weights in place,
+    # which a prompt cache held across micro-batches (below) must not see
+    bases = [reference_logprobs(policy, cfg, lambda adapter, mb=mb: policy.group_logprobs(
+        gens[mb[0]].prompt_ids, [gens[i].completion_ids for i in mb], adapter=adapter, grad=False,
+        bf16=policy.cfg.learn_bf16)[0]) for mb in mbs] if shared else [None] * len(mbs)  # (b, C) or None each
+    prefix, prefix_of = None, None  # the current prompt's shared cache (micro-batches come grouped by prompt)
+    for mb, base in zip(mbs, bases, strict=True):
         if shared:
             prompt, comps = gens[mb[0]].prompt_ids, [gens[i].completion_ids for i in mb]
-            base = reference_logprobs(policy, cfg, lambda adapter, prompt=prompt, comps=comps: policy.group_logprobs(
-                prompt, comps, adapter=adapter, grad=False, bf16=policy.cfg.learn_bf16)[0])  # (b, C) or None
-            lp, mask = policy.group_logprobs(prompt, comps, adapter=True)  # (b, C)
+            if prefix_of is None or not torch.equal(prefix_of, prompt):
+                if prefix is not None:
+                    prefix.backward()
+                prefix, prefix_of = policy.shared_prefix(prompt), prompt
+            lp, mask = policy.group_logprobs(prompt, comps, adapter=True, prefix=prefix)  # (b, C)
             slogp = torch.nn.utils.rnn.pad_sequence([gens[i].sampler_logp for i in mb], batch_first=True)
             slogp = slogp.to(policy.device)  # (b, C)
         else:
@@ -84,6 +92,8 @@ def learn(policy: LLMPolicy, opt: torch.optim.Optimizer, gens: list[Generation],
         tot["ratio"] += st.ratio
         tot["clipped"] += st.clipped
         tot["ratio_max"] = torch.maximum(tot["ratio_max"], st.ratio_max)
+    if prefix is not None:
+        prefix.backward()
     gnorm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip if cfg.grad_clip > 0 else float("inf"))
     opt.step()
     opt.zero_grad(set_to_none=True)

@@ -28,6 +28,7 @@ the same prefill with grad (`group_logprobs`), so the gradient through the promp
 from __future__ import annotations
 
 import contextlib
+import copy
 from pathlib import Path
 
 import torch
@@ -251,14 +252,27 @@ class LLMPolicy:
                 logits = self.model(**kw).logits  # (B, C, V)
         return token_logprobs(logits, batch["targets"], self.cfg.temperature)
 
+    def _learn_autocast(self, bf16: bool, adapter: bool):
+        """bfloat16 autocast of the adapter's learn-phase forward on CPU (`learn_bf16`), else a no-op context."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16,
+                              enabled=bool(bf16 and adapter and self.device.type == "cpu"
+                                           and cpu_bf16_ok("the LLM learner's bf16 autocast")))
+
+    def shared_prefix(self, prompt: torch.Tensor) -> SharedPrefix:
+        """The prompt's KV cache under the adapter, with grad, for every micro-batch of its rollouts."""
+        with torch.enable_grad(), self._learn_autocast(self.cfg.learn_bf16, True):
+            return SharedPrefix(self._prefill(prompt, 1))
+
     def group_logprobs(self, prompt: torch.Tensor, completions: list[torch.Tensor], adapter: bool = True,
-                       grad: bool = True, temperature: float | None = None, bf16: bool | None = None
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
+                       grad: bool = True, temperature: float | None = None, bf16: bool | None = None,
+                       prefix: SharedPrefix | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs (n, C) and mask (n, C) of `completions` (all continuing `prompt`) with ONE prompt
         forward: its KV cache is repeated to the n rows, so the gradient through the prompt is exact and
         the prompt is paid once. Completions are right-padded (a causal row never sees its padding).
         `temperature` (default: the sampler's) divides the logits; `bf16` (default: `learn_bf16` when `grad`)
-        runs the adapter's forward (and backward) under bfloat16 autocast on CPU."""
+        runs the adapter's forward (and backward) under bfloat16 autocast on CPU. `prefix` (adapter, grad): the
+        prompt's cache from `shared_prefix`, shared with the prompt's other micro-batches (call its `backward()`
+        after theirs), instead of a prompt forward per call."""
         n = len(completions)
         P = prompt.numel()
         comps = pad_sequence(completions, batch_first=True, padding_value=0).to(self.device)  # (n, C)
@@ -269,11 +283,8 @@ class LLMPolicy:
         pos = (P - 1 + torch.arange(C, device=self.device)).expand(n, C)  # (n, C)
         ctx = torch.enable_grad() if adapter and grad else torch.no_grad()
         bf16 = (self.cfg.learn_bf16 and grad) if bf16 is None else bf16
-        amp = torch.autocast(self.device.type, dtype=torch.bfloat16,
-                             enabled=bool(bf16 and adapter and self.device.type == "cpu"
-                                          and cpu_bf16_ok("the LLM learner's bf16 autocast")))
-        with ctx, amp:
-            cache = self._prefill(prompt, n, adapter)
+        with ctx, self._learn_autocast(bf16, adapter):
+            cache = prefix.rows(n) if prefix is not None and adapter and grad else self._prefill(prompt, n, adapter)
             if adapter:
                 logits = self.model(input_ids=inp, position_ids=pos, past_key_values=cache, use_cache=True).logits
             else:
@@ -329,6 +340,44 @@ class LLMPolicy:
     def mark_updated(self) -> None:
         """Call after an optimizer step (vLLM picks up the new adapter on its next generate)."""
         self.version += 1
+
+
+class SharedPrefix:
+    """One prompt's KV cache, computed once with grad and read by all of its learn-phase micro-batches.
+
+    Each micro-batch reads leaf copies of the prompt's keys and values, repeated to its rows (`rows`); their
+    gradients add up over the micro-batches, and `backward()` sends the sum through the prompt's forward once.
+    The gradient is exactly that of a prompt forward per micro-batch (or of one batch holding every rollout),
+    for one prompt forward and backward however the rollouts are split, so micro-batches can be small (less
+    padding) without paying the prompt again."""
+
+    def __init__(self, cache):
+        self.cache = cache  # (1, H, P-1, D) keys and values per layer, attached to the prompt's forward
+        self.kv = [(layer.keys, layer.values) for layer in cache.layers]
+        self.leaves = [(k.detach().requires_grad_(k.requires_grad), v.detach().requires_grad_(v.requires_grad))
+                       for k, v in self.kv]
+
+    def rows(self, n: int):
+        """A fresh cache of the leaves repeated to n rows: (n, H, P-1, D) per layer (a forward appends to it)."""
+        c = copy.copy(self.cache)
+        c.layers = []
+        for layer, (k, v) in zip(self.cache.layers, self.leaves, strict=True):
+            lay = copy.copy(layer)
+            lay.keys, lay.values = k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)
+            c.layers.append(lay)
+        return c
+
+    def backward(self) -> None:
+        """The micro-batches' summed gradient w.r.t. the prompt's keys and values, through the prompt's forward."""
+        outs, grads = [], []
+        for pair, leaves in zip(self.kv, self.leaves, strict=True):
+            for out, leaf in zip(pair, leaves, strict=True):
+                if leaf.grad is not None and out.requires_grad:
+                    outs.append(out)
+                    grads.append(leaf.grad)
+        if outs:
+            torch.autograd.backward(outs, grads)
+        self.kv, self.leaves = [], []  # the prompt's graph is freed
 
 
 def token_logprobs(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
