@@ -81,6 +81,8 @@ def preset_config(args, seed: int):
         cfg.policy.gen_batch_size = args.gen_batch_size
     if args.micro_batch:
         cfg.micro_batch = args.micro_batch
+    if args.llama_weights:
+        cfg.policy.llama_weights = args.llama_weights
     if args.start_steps:
         cfg.init_tree = str(start_tree(args, seed))
     return cfg
@@ -328,6 +330,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=0, help="override the preset's completion cap")
     ap.add_argument("--gen-batch-size", type=int, default=0, help="override the preset's sampling batch")
     ap.add_argument("--micro-batch", type=int, default=0, help="override the preset's learner micro-batch")
+    ap.add_argument("--llama-weights", default="", choices=("", "gguf", "f16"),
+                    help="llama.cpp sampler's weights (f16: a float16 copy of the dequantised GGUF; default: the preset's)")
     ap.add_argument("--fail-mode", default="", choices=("", "floor", "zero"),
                     help="failed rollouts' place per group (default: the preset's)")
     ap.add_argument("--adv-group", default="", choices=("", "state", "state_start"),
@@ -437,7 +441,8 @@ def main() -> None:
     cut = equal_evaluations(runs)
     summary = {seed: {a: arm_summary(rows) for a, rows in arms_.items()} for seed, arms_ in cut.items()}
     res = {"benchmark": "discover_ttt", "model": c.policy.model, "task": c.task, "preset": args.preset,
-           "prompt_format": c.prompt_format, "sampler": c.policy.backend, "arms": arms, "seeds": seeds,
+           "prompt_format": c.prompt_format, "sampler": c.policy.backend,
+           "llama_weights": c.policy.llama_weights, "micro_batch": c.micro_batch, "arms": arms, "seeds": seeds,
            "tuning_seed": args.tuning_seed, "steps": args.steps, "lr": c.lr, "temperature": c.policy.temperature,
            "rollouts_per_step": c.states_per_step * c.rollouts_per_state, "states_per_step": c.states_per_step,
            "program_budget_s": c.program_budget_s, "wall_budget": args.wall_budget or "none",

@@ -8,6 +8,9 @@
   directory under `~/.cache/ttlab/models/<stem>-<digest>/` (keyed by the file's size and mtime) and reused.
 * A directory with `config.json`: used as is.
 
+`gguf_float16(file)`: the llama.cpp sampler's optional float16 copy of a GGUF file (`--llama-weights f16`):
+every quantised tensor dequantised to float16, metadata and float tensors kept, cached beside the HF directory.
+
 `resolve_model(spec) -> Path` is the one entry point; every error names the flag and what is wrong.
 """
 
@@ -108,6 +111,53 @@ def gguf_to_hf(gguf: Path, out_dir: Path | None = None) -> Path:
         os.replace(tmp, out)  # atomic: a killed conversion leaves no half directory under the final name
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def gguf_float16(gguf: Path, out: Path | None = None) -> Path:
+    """A copy of a GGUF file with every quantised tensor dequantised to float16 (cached; a second call returns at
+    once). The weights the HF learner holds (the same dequantisation) up to float16 rounding, so llama.cpp's
+    probabilities come closer to the learner's; on a CPU without bf16 units llama.cpp also decodes them faster
+    than Q4_1 (docs/notes/discover-llm9.md)."""
+    gguf = Path(gguf)
+    if not gguf.is_file():
+        raise FileNotFoundError(f"--model {gguf}: no such file")
+    import gguf as gg  # deferred on purpose: an optional extra
+    import numpy as np
+    from gguf.quants import dequantize
+
+    out = Path(out) if out else cache_root() / "models" / f"{gguf.stem}-{_digest(gguf)}.f16.gguf"
+    if out.is_file():
+        return out
+    try:
+        rd = gg.GGUFReader(str(gguf))
+        arch = rd.fields["general.architecture"].contents()
+    except Exception as e:  # the reader raises many types for a file that is not GGUF
+        raise ValueError(f"--model {gguf}: not a readable GGUF file ({type(e).__name__}: {str(e)[:200]})") from e
+    kept = (gg.GGMLQuantizationType.F32, gg.GGMLQuantizationType.F16)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=out.name + ".", dir=out.parent)
+    os.close(fd)
+    try:
+        w = gg.GGUFWriter(tmp, arch)
+        for name, f in rd.fields.items():
+            if name.startswith("GGUF.") or name == "general.architecture":
+                continue  # written by the writer itself
+            sub = f.types[-1] if f.types[0] == gg.GGUFValueType.ARRAY else None
+            w.add_key_value(name, f.contents(), f.types[0], sub_type=sub)
+        for t in rd.tensors:
+            if t.tensor_type in kept:
+                w.add_tensor(t.name, t.data, raw_shape=t.data.shape, raw_dtype=t.tensor_type)
+            else:
+                w.add_tensor(t.name, dequantize(t.data, t.tensor_type).astype(np.float16))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        os.replace(tmp, out)  # atomic: a killed conversion leaves no half file under the final name
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return out
 
 

@@ -41,7 +41,7 @@ from ttlab.common.device import cpu_bf16_ok
 from ttlab.discover.config import PolicyConfig
 from ttlab.discover.llm import llama_backend, vllm_backend
 from ttlab.discover.llm.generation import Generation
-from ttlab.discover.llm.models import gguf_source, resolve_model
+from ttlab.discover.llm.models import gguf_float16, gguf_source, resolve_model
 
 
 class Temperature:
@@ -137,6 +137,8 @@ class LLMPolicy:
         if cfg.backend not in ("auto", "hf", "vllm", "llama"):
             raise ValueError(f"--backend {cfg.backend!r}: expected auto, hf, vllm or llama")
         if cfg.backend == "llama":
+            if cfg.llama_weights not in ("gguf", "f16"):
+                raise ValueError(f"--llama-weights {cfg.llama_weights!r}: expected gguf or f16")
             gguf = gguf_source(cfg.model)
             if gguf is None:
                 raise ValueError(f"--backend llama: --model {cfg.model} is not a GGUF model (a built-in name or a "
@@ -144,6 +146,8 @@ class LLMPolicy:
             if not llama_backend.available():
                 raise RuntimeError("--backend llama: llama-cpp-python and gguf are not installed "
                                    "(pip install 'ttlab[discover]')")
+            if cfg.llama_weights == "f16":
+                gguf = gguf_float16(gguf)
             self.llama = llama_backend.LlamaCppGenerator(
                 cfg, gguf, base.config, self.eos_ids.tolist(), seed=seed, threads=torch.get_num_threads(),
                 n_seq=max(1, cfg.gen_batch_size))
