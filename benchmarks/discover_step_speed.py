@@ -6,7 +6,10 @@ learn) of `--rollouts` programs from the same fresh roots and seed, and reports 
 
 * `hf`: HF `generate` with the shared prompt prefill (the sampler of the earlier evidence);
 * `llama`: llama.cpp sampling the Q4_1 GGUF with the LoRA converted to a GGUF adapter (`--backend llama`);
-* `llama_bf16`: the same, with the learner's forward/backward under bfloat16 autocast (`learn_bf16`).
+* `llama_bf16`: the same, with the learner's forward/backward under bfloat16 autocast (`learn_bf16`);
+* `llama_f16`: llama.cpp sampling a float16 copy of the dequantised GGUF (`--llama-weights f16`);
+* `llama_f16_mb4`: the same, the learner in micro-batches of 4 rollouts (`--micro-batch 4`; the prompt's
+  forward and backward are shared by the micro-batches, so only the padding and the logits' size change).
 
 The learner is the HF model in every variant (exact float32 log-probs except in `llama_bf16`); the ratio
 columns say how far the sampler's log-probs are from the learner's. No warm start (the raw model's completions
@@ -29,7 +32,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = {"hf": ("hf", False), "llama": ("llama", False), "llama_bf16": ("llama", True)}
+VARIANTS = {"hf": ("hf", False, "gguf", 0), "llama": ("llama", False, "gguf", 0), "llama_bf16": ("llama", True, "gguf", 0),
+            "llama_f16": ("llama", False, "f16", 0), "llama_f16_mb4": ("llama", False, "f16", 4)}
+"""variant -> (sampler backend, learner under bf16 autocast, llama.cpp weights, learner micro-batch; 0: --gen-batch)"""
 
 
 def step_once(args, name: str) -> dict:
@@ -46,12 +51,13 @@ def step_once(args, name: str) -> dict:
 
     trainer_mod.group_advantages = every_rollout_learns  # speed only: the values do not change the cost
 
-    backend, bf16 = VARIANTS[name]
+    backend, bf16, weights, micro = VARIANTS[name]
     cfg = cpu_smollm2_blocks()
     cfg.warm_start, cfg.steps, cfg.seed, cfg.threads = False, 1, args.seed, args.threads
     cfg.rollouts_per_state, cfg.policy.max_new_tokens = args.rollouts, args.max_new_tokens
     cfg.policy.backend, cfg.policy.learn_bf16 = backend, bf16
     cfg.policy.gen_batch_size = cfg.micro_batch = args.gen_batch
+    cfg.policy.llama_weights, cfg.micro_batch = weights, micro or args.gen_batch
     cfg.root, cfg.run_name = str(Path(args.runs)), f"speed_{name}_{args.tag}"
     torch.manual_seed(args.seed)
     tr = Trainer(cfg, log=lambda s: None)
@@ -63,7 +69,8 @@ def step_once(args, name: str) -> dict:
     keys = ("time/step_s", "time/generate_s", "time/evaluate_s", "time/learn_s", "perf/gen_tokens",
             "perf/gen_tokens_per_s", "perf/train_tokens_per_s", "learn/ratio_mean", "learn/ratio_max",
             "learn/tokens", "rollout/parse_rate", "rollout/valid_rate")
-    return {"variant": name, "backend": backend, "learn_bf16": bf16, "load1_start": round(load0, 2),
+    return {"variant": name, "backend": backend, "learn_bf16": bf16, "llama_weights": weights,
+            "micro_batch": cfg.micro_batch, "load1_start": round(load0, 2),
             "load1_end": round(os.getloadavg()[0], 2), **{k: m.get(k) for k in keys}}
 
 
@@ -94,6 +101,11 @@ def main() -> None:
                 ratios[f"generate_{n}_over_hf"] = round(r["time/generate_s"] / by["hf"]["time/generate_s"], 3)
                 ratios[f"gen_tokens_per_s_{n}_over_hf"] = round(
                     r["perf/gen_tokens_per_s"] / by["hf"]["perf/gen_tokens_per_s"], 3)
+    if "llama" in by and "llama_f16" in by:
+        ratios["gen_tokens_per_s_f16_over_q4_1"] = round(
+            by["llama_f16"]["perf/gen_tokens_per_s"] / by["llama"]["perf/gen_tokens_per_s"], 3)
+    if "llama_f16" in by and "llama_f16_mb4" in by:
+        ratios["learn_mb4_over_gen_batch"] = round(by["llama_f16_mb4"]["time/learn_s"] / by["llama_f16"]["time/learn_s"], 3)
     if "llama" in by and "llama_bf16" in by:
         ratios["learn_bf16_over_fp32"] = round(by["llama_bf16"]["time/learn_s"] / by["llama"]["time/learn_s"], 3)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
