@@ -54,6 +54,7 @@ def step_once(args, name: str) -> dict:
     backend, bf16, weights, micro = VARIANTS[name]
     cfg = cpu_smollm2_blocks()
     cfg.warm_start, cfg.steps, cfg.seed, cfg.threads = False, 1, args.seed, args.threads
+    cfg.learn_threads = args.learn_threads
     cfg.rollouts_per_state, cfg.policy.max_new_tokens = args.rollouts, args.max_new_tokens
     cfg.policy.backend, cfg.policy.learn_bf16 = backend, bf16
     cfg.policy.gen_batch_size = cfg.micro_batch = args.gen_batch
@@ -81,6 +82,7 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=288)
     ap.add_argument("--gen-batch", type=int, default=8, help="rollouts sampled (and learned) per batch")
     ap.add_argument("--threads", type=int, default=2, help="torch / llama.cpp threads")
+    ap.add_argument("--learn-threads", type=int, default=0, help="torch threads of the learn phase (0: --threads)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--runs", default=str(ROOT / "runs"))
     ap.add_argument("--tag", default=time.strftime("%Y%m%d_%H%M%S"))
@@ -111,7 +113,7 @@ def main() -> None:
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     res = {"benchmark": "discover_step_speed", "model": "smollm2-135m", "prompt_format": "blocks",
            "rollouts": args.rollouts, "max_new_tokens": args.max_new_tokens, "gen_batch": args.gen_batch,
-           "threads": args.threads, "variants": rows, "ratios": ratios, "commit": commit, "nproc": os.cpu_count(),
+           "threads": args.threads, "learn_threads": args.learn_threads, "variants": rows, "ratios": ratios, "commit": commit, "nproc": os.cpu_count(),
            "loadavg_start": load0, "loadavg_end": os.getloadavg(), "wall_s": round(time.time() - t0, 1)}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1))
