@@ -206,7 +206,7 @@ class PolicyConfig:
     llama_weights: str = "gguf"
     """llama.cpp sampler's weights: gguf (the model's GGUF file as is; Q4_1 for smollm2-135m, multiplied with 8-bit
     activations) | f16 (a float16 copy of the dequantised weights, made once and cached: the learner's weights up
-    to f16 rounding; 1.5x the tokens per second of Q4_1 on a CPU without bf16 units)."""
+    to f16 rounding; 1.25-1.5x the tokens per second of Q4_1 on a CPU without bf16 units)."""
     prefix_cache: bool = True
     """HF backend: one prompt forward per distinct prompt, shared by its rollouts (generation and learn phase)."""
     learn_bf16: bool = False
@@ -322,7 +322,9 @@ class TrainConfig:
     start is compared only with programs that made the same start, so the update does not move how often each
     start is chosen, only how each is written (Erdős block programs; not in the paper)."""
     micro_batch: int = 8
-    """Samples per forward/backward (gradient accumulation over the step's batch)."""
+    """Samples per forward/backward (gradient accumulation over the step's batch). With `prefix_cache` a prompt's
+    forward and backward run once for all of its micro-batches, so this only sets padding and memory: on a
+    2-core CPU, 4 learns 16 rollouts in 0.65x the time of 8 (docs/notes/discover-llm9.md)."""
     executor: str = "local"
     """Where programs run: local (bounded sandbox pool) | ray."""
     ray_address: str = ""

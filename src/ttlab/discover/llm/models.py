@@ -118,7 +118,7 @@ def gguf_float16(gguf: Path, out: Path | None = None) -> Path:
     """A copy of a GGUF file with every quantised tensor dequantised to float16 (cached; a second call returns at
     once). The weights the HF learner holds (the same dequantisation) up to float16 rounding, so llama.cpp's
     probabilities come closer to the learner's; on a CPU without bf16 units llama.cpp also decodes them faster
-    than Q4_1 (docs/notes/discover-llm9.md)."""
+    than Q4_1 (docs/notes/discover-llm9.md §9)."""
     gguf = Path(gguf)
     if not gguf.is_file():
         raise FileNotFoundError(f"--model {gguf}: no such file")
