@@ -99,7 +99,7 @@ def test_old_flat_config_json_loads_with_a_warning_and_the_new_one_without(tmp_p
     cfg = train_presets.cpu_smollm2()
     flat = {k: v for k, v in to_dict(cfg).items() if k not in ("policy", "warm")}
     flat.update({k: v for k, v in to_dict(cfg.policy).items()
-                 if k not in ("lora_dropout", "learn_bf16")})  # the old trainer's 12 keys (the others came later)
+                 if k not in ("lora_dropout", "learn_bf16", "llama_weights")})  # the old trainer's 12 keys (the others came later)
     flat.update({f"warm_{k}": v for k, v in to_dict(cfg.warm).items() if k in ("groups", "per_group", "lr", "seed")})
     (tmp_path / "old.json").write_text(json.dumps(flat))
     with pytest.warns(UserWarning, match="old flat keys"):
