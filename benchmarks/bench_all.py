@@ -29,7 +29,8 @@ def quick_commands(out: Path) -> dict[str, list[str]]:
         "drive_sim", "drive_train", "drive_adapt", "drive_selfplay", "discover_sandbox", "discover_search",
         "discover_polish", "discover_tasks", "erdos_basins", "wm_train", "wm_evidence")}
     return {
-        "drive_sim": ["benchmarks/drive_sim.py", "--steps", "3", "--scenes", "16", "--threads", "1"],
+        "drive_sim": ["benchmarks/drive_sim.py", "--steps", "3", "--scenes", "16", "--threads", "1",
+                      "--out", str(o["drive_sim"] / "drive_sim.json")],
         "drive_train": ["benchmarks/drive_train.py", "--updates", "1", "--threads", "1"],
         "drive_adapt": ["benchmarks/drive_adapt.py", "--seeds", "1", "--steps", "20000", "--eval-episodes", "1",
                         "--out", str(o["drive_adapt"] / "drive_adapt.json"), "--png", str(o["drive_adapt"] / "drive_adapt.png")],

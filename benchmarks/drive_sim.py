@@ -2,7 +2,7 @@
 scenes drawn from a pool of >= 100 procedural scenes (as in training; short episodes of 10 ticks, and
 trials of 3 ticks, so resets happen inside the timed window). Prints ONE JSON line last.
 
-    python benchmarks/drive_sim.py [--device auto] [--steps 50] [--scenes 128]
+    python benchmarks/drive_sim.py [--device auto] [--steps 50] [--scenes 128] [--out FILE.json]
 
 Rows: (envs x agents) = 16x64, 256x64 (+ 1024x64 and 4096x64 on CUDA), and a trial-mode row (K=4).
 agent_steps/s counts every agent slot of every env per step (E * A per step), padding included;
@@ -30,6 +30,7 @@ import torch
 import torch.multiprocessing as mp
 
 from ttlab.common.device import resolve_device
+from ttlab.common.result_file import emit_result
 from ttlab.drive.config import EnvConfig
 from ttlab.drive.sim.env import DriveEnv
 from ttlab.drive.sim.state import ABSENT, POLICY
@@ -103,6 +104,7 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true", help="also run every row with EnvConfig.compile=True")
     ap.add_argument("--backend", default="auto", choices=["auto", "native", "torch"],
                     help="observation builder (EnvConfig.backend): native C kernel on CPU, or the torch reference")
+    ap.add_argument("--out", default="", help="also write the JSON here (e.g. benchmarks/results/drive_sim/drive_sim.json)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -126,12 +128,12 @@ def main() -> None:
     base = {(r["envs"], r["mode"], r["compile"]): r for r in results}
     t = next(r for r in results if r["mode"] == "trial_k4" and not r["compile"])
     ratio = t["agent_steps_per_s"] / base[(t["envs"], "respawn", False)]["agent_steps_per_s"]
-    print(json.dumps({
+    emit_result({
         "benchmark": "drive_sim", "nproc": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()],
         "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(), "device": str(device), "torch_threads": torch.get_num_threads(),
         "scene_source": source, "pool_scenes": pool.size, "rows": results,
         "trial_vs_nontrial_speed": round(ratio, 3),
-    }))
+    }, args.out, indent=None)
 
 
 if __name__ == "__main__":
