@@ -284,7 +284,7 @@ def main() -> None:
                                                        ("other actions", rpo[:n_gif])]).stat().st_size
 
     names = ("model", "model_other_actions", "copy_last", "mean_frame", "blend")
-    keys = ("psnr", "ssim", "tee_px", "tee_deg", "agent_px", "tee_ink_ratio", "tee_kept", "tee_placed",
+    keys = ("psnr", "ssim", "stlpips", "tee_px", "tee_deg", "agent_px", "tee_ink_ratio", "tee_kept", "tee_placed",
             "agent_ink_ratio")
     res = {
         "benchmark": "wm_evidence", "commit": commit, "commit_at_end": git_rev(), "nproc": os.cpu_count(),
@@ -320,8 +320,10 @@ def main() -> None:
         "rollouts": {"episodes": ro["episodes"], "horizon": ro["horizon"], "n_ctx": ro["n_ctx"], **table(ro, names, keys)},
         "eval_minutes": r(eval_secs / 60, 2), "wall_minutes": r((time.perf_counter() - t_start) / 60, 2),
         "figures": {"strip": "strip.png", "gif": "rollouts.gif", "gif_bytes": gif_bytes},
-        "lpips_fvd": "not computed: no LPIPS/I3D weights can be had offline (hubs are unreachable); pass local "
-                     "TorchScript weights to `ttlab wm eval --metrics.*` where they exist",
+        "lpips_fvd": {"stlpips": w.get("stlpips_skipped") or "ST-LPIPS (shift-tolerant LPIPS, AlexNet) from the "
+                                 "weights the stlpips-pytorch wheel ships: `stlpips` under every predictor, lower is closer",
+                      "fvd": "not computed: no I3D weights can be had offline (hubs are unreachable); pass a local "
+                             "TorchScript I3D to `ttlab wm eval --metrics.i3d` where one exists"},
     }
     res["targets"] = scorecard_targets(w, ro)
     (out_dir / "wm_evidence.json").write_text(json.dumps(res, indent=1) + "\n")

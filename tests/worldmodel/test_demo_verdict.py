@@ -22,3 +22,9 @@ def test_score_table_has_every_predictor():
     lines = score_table(res, res)
     assert len(lines) == 2 + len(PREDICTORS)
     assert all(name in "\n".join(lines) for _, name in PREDICTORS)
+
+
+def test_score_table_adds_st_lpips_when_it_was_scored():
+    res = {f"{k}/{s}": 1.0 for k, _ in PREDICTORS for s in ("psnr", "ssim", "tee_ink_ratio", "stlpips")}
+    lines = score_table(res, res)
+    assert "ST-LPIPS" in lines[0] and all(line.count("|") == lines[0].count("|") for line in lines)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from ttlab.worldmodel import perceptual
 from ttlab.worldmodel.metrics import (
     LearnedMetrics,
     MetricWeights,
@@ -84,7 +85,7 @@ def test_quantize_rounds_to_the_8_bit_grid():
 
 def test_learned_metrics_skip_without_weights_and_refuse_missing_files(tmp_path):
     lm = LearnedMetrics(MetricWeights(), torch.device("cpu"))
-    assert set(lm.skipped) == {"lpips", "fid", "fvd"} and lm.compute() == {}
+    assert set(lm.skipped) - {"stlpips"} == {"lpips", "fid", "fvd"} and lm.compute() == {}
     with pytest.raises(FileNotFoundError, match="lpips weights not found"):
         LearnedMetrics(MetricWeights(lpips=tmp_path / "nope.pt"), torch.device("cpu"))
 
@@ -120,3 +121,17 @@ def test_fvd_feeds_i3d_predicted_frames_in_0_1_at_224_and_says_when_clips_are_to
     short = LearnedMetrics(MetricWeights(i3d=path), torch.device("cpu"))
     short.update(clips[:, :4], clips[:, :4], n_ctx=1)  # 3 predicted frames
     assert "fvd" not in short.compute() and "3 predicted frames" in short.skipped["fvd"]
+
+
+@pytest.mark.skipif(perceptual.weights_path() is None, reason="stlpips-pytorch is not installed")
+def test_st_lpips_needs_no_path_and_scores_the_model_beside_copy_last():
+    g = torch.Generator().manual_seed(0)
+    clips = torch.rand(2, 4, 3, 24, 24, generator=g) * 2 - 1  # (B, F, C, H, W), 1 context frame
+    lm = LearnedMetrics(MetricWeights(), torch.device("cpu"))
+    assert "stlpips" not in lm.skipped
+    lm.update(clips, clips, n_ctx=1)  # a perfect model
+    out = lm.compute()
+    assert out["stlpips"] == pytest.approx(0.0, abs=1e-6) and out["baseline_copy_last/stlpips"] > 0.01
+    small = LearnedMetrics(MetricWeights(), torch.device("cpu"))
+    small.update(clips[..., :16, :16], clips[..., :16, :16], n_ctx=1)
+    assert "stlpips" not in small.compute() and "below" in small.skipped["stlpips"]

@@ -43,13 +43,17 @@ def verdict(res: dict, rival: str) -> str:
 
 
 def score_table(w: dict, ro: dict) -> list[str]:
-    """Markdown table: predictor x (windows, rollouts) x (PSNR, SSIM), and the T's ink kept."""
-    lines = ["| predictor | windows PSNR (dB) | windows SSIM | rollouts PSNR (dB) | rollouts SSIM | T ink kept, rollouts |",
-             "|---|---|---|---|---|---|"]
+    """Markdown table: predictor x (windows, rollouts) x (PSNR, SSIM), the T's ink kept, and the rollouts' ST-LPIPS
+    where it was scored (lower is closer)."""
+    stl = "model/stlpips" in ro
+    lines = ["| predictor | windows PSNR (dB) | windows SSIM | rollouts PSNR (dB) | rollouts SSIM | T ink kept, rollouts |"
+             + (" rollouts ST-LPIPS (lower is closer) |" if stl else ""),
+             "|---|---|---|---|---|---|" + ("---|" if stl else "")]
     for key, name in PREDICTORS:
         b = "**" if key == "model" else ""
         lines.append(f"| {b}{name}{b} | {w[f'{key}/psnr']:.2f} | {w[f'{key}/ssim']:.3f} | {ro[f'{key}/psnr']:.2f} | "
-                     f"{ro[f'{key}/ssim']:.3f} | {ro.get(f'{key}/tee_ink_ratio', float('nan')):.2f} |")
+                     f"{ro[f'{key}/ssim']:.3f} | {ro.get(f'{key}/tee_ink_ratio', float('nan')):.2f} |"
+                     + (f" {ro.get(f'{key}/stlpips', float('nan')):.3f} |" if stl else ""))
     return lines
 
 

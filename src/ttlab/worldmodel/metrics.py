@@ -5,7 +5,8 @@ Frames are float tensors (..., C, H, W) in [-1, 1]. PSNR and SSIM are always ava
 SSIM is Wang et al. 2004 with an 11x11 Gaussian window, sigma 1.5, K1 = 0.01, K2 = 0.03, on the
 [0, 1] range, averaged over channels). LPIPS, FID and FVD need network weights; they run only when the
 weight file is given by path (`MetricWeights`), and otherwise are reported as skipped with the reason
--- never downloaded.
+-- never downloaded. The PushT scorecard's perceptual distance is ST-LPIPS, whose weights ship in a wheel
+(`perceptual.py`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from ttlab.worldmodel import perceptual
 
 PSNR_CAP_DB = 80.0
 """An exact frame scores this (the official metric's cap), not infinity or a value set by an epsilon."""
@@ -121,7 +124,8 @@ def i3d_input(frames: torch.Tensor, size: int = 224) -> torch.Tensor:
 
 
 class LearnedMetrics:
-    """LPIPS / FID / FVD from TorchScript weights given by path; `skipped` says why a metric is absent."""
+    """LPIPS / FID / FVD from TorchScript weights given by path, and ST-LPIPS from its wheel (model and copy-last);
+    `skipped` says why a metric is absent."""
 
     def __init__(self, weights: MetricWeights, device: torch.device):
         self.nets, self.skipped = {}, {}
@@ -134,10 +138,23 @@ class LearnedMetrics:
                 raise FileNotFoundError(f"{name} weights not found: {p}")
             self.nets[name] = torch.jit.load(str(p), map_location=device).eval()
         self.lp, self.real, self.fake, self.vreal, self.vfake = [], [], [], [], []
+        # ST-LPIPS needs no path: its weights ship in a wheel (scored on CPU, beside copy-last on the same frames)
+        self.stl_net = perceptual.load() if perceptual.skipped_reason() is None else None
+        if self.stl_net is None:
+            self.skipped["stlpips"] = perceptual.skipped_reason()
+        self.stl, self.stl_copy = [], []
 
     @torch.no_grad()
     def update(self, pred: torch.Tensor, target: torch.Tensor, n_ctx: int) -> None:
         p, t = pred[:, n_ctx:], target[:, n_ctx:]  # (B, Fp, C, H, W): predicted frames only
+        if self.stl_net is not None and min(t.shape[-2:]) < perceptual.MIN_SIZE:
+            self.stl_net, self.skipped["stlpips"] = None, perceptual.skipped_reason(min(t.shape[-2:]))
+        if self.stl_net is not None:
+            tc = t.detach().float().cpu()
+            tf = perceptual.frame_features(self.stl_net, tc)
+            self.stl.append(perceptual.frame_distance(self.stl_net, p.detach().float().cpu(), tf).flatten())
+            last = target[:, n_ctx - 1:n_ctx].detach().float().cpu().expand_as(tc)
+            self.stl_copy.append(perceptual.frame_distance(self.stl_net, last, tf).flatten())
         if "lpips" in self.nets:
             self.lp.append(self.nets["lpips"](p.flatten(0, 1), t.flatten(0, 1)).flatten())
         if "fid" in self.nets:
@@ -155,6 +172,9 @@ class LearnedMetrics:
 
     def compute(self) -> dict[str, float]:
         out: dict[str, float] = {}
+        if self.stl:
+            out["stlpips"] = float(torch.cat(self.stl).mean())
+            out["baseline_copy_last/stlpips"] = float(torch.cat(self.stl_copy).mean())
         if self.lp:
             out["lpips"] = float(torch.cat(self.lp).mean())
         for name, real, fake in (("fid", self.real, self.fake), ("fvd", self.vreal, self.vfake)):

@@ -8,7 +8,8 @@ Every prediction is scored beside the same frames predicted by
     a x last + (1 - a) x mean (a fitted per lag on training episodes by least squares: the best a
     blur-only predictor can do);
   - the model given another episode's actions (action sensitivity) and another noise seed (sample diversity).
-Scores: PSNR, SSIM, object scores from `objects` (pose errors in px / degrees read by matching the
+Scores: PSNR, SSIM, ST-LPIPS where its wheel is installed (`perceptual`: a learned perceptual distance, lower
+is closer), object scores from `objects` (pose errors in px / degrees read by matching the
 simulator's geometry, T and agent ink kept),
 per lag / per rollout frame. Pixel data only (poses and ink are read from RGB frames).
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ttlab.worldmodel import perceptual
 from ttlab.worldmodel.data.windows import to_model_frames, window_actions
 from ttlab.worldmodel.diffusion import rollout, sample_window
 from ttlab.worldmodel.metrics import psnr, quantize, ssim
@@ -77,9 +79,12 @@ def fit_baselines(source, episodes: np.ndarray, interval: int, max_lag: int, fra
 
 
 def _scores(name: str, pred: torch.Tensor, true: torch.Tensor, pose: torch.Tensor,
-            out: dict[str, list[torch.Tensor]]) -> None:
-    """Append per-frame scores (B, Fp) of `pred` under `name/...`."""
+            out: dict[str, list[torch.Tensor]], true_feats: list[torch.Tensor] | None = None) -> None:
+    """Append per-frame scores (B, Fp) of `pred` under `name/...`; `true_feats`: the ST-LPIPS features of `true`
+    (`perceptual.frame_features`), None where the metric is not installed."""
     per = {"psnr": psnr(pred, true), "ssim": ssim(pred, true), **object_scores(pred, true, pose)}
+    if true_feats is not None:
+        per["stlpips"] = perceptual.frame_distance(perceptual.load(), pred, true_feats)
     for k, v in per.items():
         out.setdefault(f"{name}/{k}", []).append(v.cpu())
 
@@ -135,9 +140,11 @@ def score_windows(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: i
         mean = baselines.mean_frame.expand_as(true)
         al = torch.tensor(baselines.blend_alpha[:F - n_ctx]).view(1, -1, 1, 1, 1)
         blend = quantize(al * last + (1 - al) * mean)
+        net = perceptual.load_for(true)
+        tf = perceptual.frame_features(net, true) if net is not None else None
         for name, p in (("model", pred), ("model_other_actions", pred_o), ("copy_last", last), ("mean_frame", mean),
                         ("blend", blend)):
-            _scores(name, p, true, pose, per)
+            _scores(name, p, true, pose, per, tf)
         per.setdefault("seed_pair/psnr", []).append(psnr(pred, pred2))
         floor = object_scores(true, true, pose)  # the pose reader's own error on true frames
         for k in ("agent_px", "tee_px", "tee_deg"):
@@ -146,6 +153,8 @@ def score_windows(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: i
             first = (x, torch.cat([ctx, pred], 1), torch.cat([ctx, pred2], 1), torch.cat([ctx, pred_o], 1))
     res = _summarise(per)
     res.update(count=len(idx), n_ctx=n_ctx, predicted=F - n_ctx, _first=first)
+    if perceptual.skipped_reason(min(val_ds[0]["frames"].shape[-2:])):
+        res["stlpips_skipped"] = perceptual.skipped_reason(min(val_ds[0]["frames"].shape[-2:]))
     return res
 
 
@@ -185,13 +194,17 @@ def score_rollouts(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: 
         mean = baselines.mean_frame.expand_as(true)
         al = torch.tensor(baselines.blend_alpha[:horizon - n_ctx]).view(1, -1, 1, 1, 1)
         blend = quantize(al * last + (1 - al) * mean)
+        net = perceptual.load_for(true)
+        tf = perceptual.frame_features(net, true) if net is not None else None
         for name, p in (("model", pred), ("model_other_actions", pred_o), ("copy_last", last), ("mean_frame", mean),
                         ("blend", blend)):
-            _scores(name, p, true, pose, per)
+            _scores(name, p, true, pose, per, tf)
         if first is None:
             first = (gt, torch.cat([start, pred], 1), torch.cat([start, pred_o], 1))
     res = _summarise(per)
     res.update(episodes=len(eps_all), horizon=horizon, n_ctx=n_ctx, _first=first)
+    if perceptual.skipped_reason(min(val_ds[0]["frames"].shape[-2:])):
+        res["stlpips_skipped"] = perceptual.skipped_reason(min(val_ds[0]["frames"].shape[-2:]))
     return res
 
 
