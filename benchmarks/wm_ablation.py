@@ -175,9 +175,9 @@ def redraw_strips(res: dict, out_dir: Path, root: str, threads: int) -> list[str
             continue
         held = held or HeldOut(cfg, run_dir / "action_stats.json", max_lag=horizon)
         wm = load_world_model(run_dir)
-        w = score_windows(wm.model, wm.obj, held.val, held.baselines, cfg.n_ctx, cfg.sample_steps, count=2)
+        w = score_windows(wm.model, wm.obj, held.val, held.baselines, cfg.n_ctx, cfg.sample_steps, count=2, stlpips=False)
         ro = score_rollouts(wm.model, wm.obj, held.val, held.baselines, cfg.n_ctx, cfg.sample_steps,
-                            horizon=horizon, max_episodes=2, batch=2)
+                            horizon=horizon, max_episodes=2, batch=2, stlpips=False)
         x, p1, _, _ = w["_first"]
         gt, rp, _ = ro["_first"]
         name = f"strips/{r['arm']}_s0.png"
@@ -194,9 +194,9 @@ def score_arm(run_dir: Path, cfg: TrainConfig, held: HeldOut, windows: int, roll
     own = ActionStats.load(run_dir / "action_stats.json")  # every run of the split has the same statistics
     if not (np.allclose(own.mean, val.action_stats.mean) and np.allclose(own.std, val.action_stats.std)):
         _, val = build_datasets(cfg, run_dir / "action_stats.json")
-    w = score_windows(wm.model, wm.obj, val, held.baselines, cfg.n_ctx, cfg.sample_steps, count=windows)
+    w = score_windows(wm.model, wm.obj, val, held.baselines, cfg.n_ctx, cfg.sample_steps, count=windows, stlpips=False)
     ro = score_rollouts(wm.model, wm.obj, val, held.baselines, cfg.n_ctx, cfg.sample_steps, horizon=horizon,
-                        max_episodes=rollouts, batch=min(16, rollouts))
+                        max_episodes=rollouts, batch=min(16, rollouts), stlpips=False)
     x, p1, _, _ = w.pop("_first")
     gt, rp, _ = ro.pop("_first")
     if strip is not None:

@@ -72,10 +72,10 @@ def main() -> None:
                  "heldout_episodes": [int(e) for e in val.episodes], "trained_on_episodes": [int(e) for e in drawn]}
     for name, ds in (("heldout", val), ("trained_on", seen)):
         t = time.perf_counter()
-        w = score_windows(wm.model, wm.obj, ds, base, cfg.n_ctx, cfg.sample_steps, count=args.windows)
+        w = score_windows(wm.model, wm.obj, ds, base, cfg.n_ctx, cfg.sample_steps, count=args.windows, stlpips=False)
         w.pop("_first")
         ro = score_rollouts(wm.model, wm.obj, ds, base, cfg.n_ctx, cfg.sample_steps, horizon=24,
-                            max_episodes=args.rollout_episodes)
+                            max_episodes=args.rollout_episodes, stlpips=False)
         ro.pop("_first")
         out[name] = {"windows": means(w), "rollouts": means(ro), "seconds": round(time.perf_counter() - t, 1)}
         print(name, json.dumps(out[name]), file=sys.stderr, flush=True)

@@ -114,9 +114,9 @@ def main() -> int:
         c = {"steps": cfg.sample_steps, "hist": 0.0, "eta": 0.0} | c
         print(f"scoring {c}", flush=True)
         smp = {"mode": c["mode"], "history_noise": c["hist"], "eta": c["eta"]}
-        w = score_windows(wm.model, wm.obj, ds, base, cfg.n_ctx, c["steps"], count=args.eval_windows, **smp)
+        w = score_windows(wm.model, wm.obj, ds, base, cfg.n_ctx, c["steps"], count=args.eval_windows, **smp, stlpips=False)
         ro = score_rollouts(wm.model, wm.obj, ds, base, cfg.n_ctx, c["steps"], horizon=24,
-                            max_episodes=args.rollout_episodes, keep=c["keep"], **smp)
+                            max_episodes=args.rollout_episodes, keep=c["keep"], **smp, stlpips=False)
         targets = scorecard_targets(w, ro)
         rows.append({**c, "windows": summary(w), "rollouts": summary(ro),
                      "tee_at_rollout_frame_8": targets["tee_ink_at_rollout_frame_8_at_least_0.8"],

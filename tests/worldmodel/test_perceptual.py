@@ -21,6 +21,8 @@ def test_matches_the_packages_own_forward(monkeypatch):
     # the package imports torchvision, IPython and torchsummary at import time; its shift-tolerant AlexNet uses none
     for name in ("torchvision", "torchvision.models", "IPython", "torchsummary"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    for name in [m for m in sys.modules if m.startswith("stlpips_pytorch")]:  # imported again, then dropped
+        monkeypatch.delitem(sys.modules, name)
     sys.modules["torchvision"].models = sys.modules["torchvision.models"]
     sys.modules["IPython"].embed = lambda *a, **k: None
     sys.modules["torchsummary"].summary = lambda *a, **k: None
@@ -52,13 +54,15 @@ def test_zero_on_equal_frames_symmetric_and_growing_with_noise():
 
 @needs_weights
 def test_prefers_the_next_true_frame_to_a_blur_and_to_the_mean_frame_where_psnr_prefers_the_mean():
-    frames = to_model_frames(rollout_episode(3, resolution=64, max_steps=60)["frames"][:40:4])  # (10, 3, 64, 64)
+    # (10, 3, 64, 64), 5 raw steps apart: the presets' frame interval
+    frames = to_model_frames(rollout_episode(3, resolution=64, max_steps=60)["frames"][:50:5])
     target, moved = frames[:-1], frames[1:]  # the next model frame: the agent and the T a few px on
     blurred = blur_frames(target)
     mean = frames.mean(0, keepdim=True).expand_as(target)
     net = perceptual.load()
     assert (net(moved, target) < net(blurred, target)).all()
     assert (net(moved, target) < net(mean, target)).all()
+    assert (net(mean, target) < net(blurred, target)).all()
     assert psnr(mean, target).mean() > psnr(moved, target).mean()  # what a pixel metric rewards
 
 
@@ -68,9 +72,18 @@ def test_frame_distance_takes_clips_and_target_features():
     g = torch.Generator().manual_seed(2)
     true = torch.rand(2, 3, 3, 24, 24, generator=g) * 2 - 1  # (B, T, C, H, W)
     pred = (true + 0.1 * torch.randn(2, 3, 3, 24, 24, generator=g)).clamp(-1, 1)
-    d = perceptual.frame_distance(net, pred, perceptual.frame_features(net, true))  # (B, T)
-    assert d.shape == (2, 3)
-    assert torch.allclose(d[1, 2], net(pred[1, 2:3], true[1, 2:3])[0], rtol=1e-5)
+    tf = perceptual.frame_features(net, true)
+    d = perceptual.frame_distance(net, pred, tf)  # (B, T)
+    each = torch.stack([net(pred[:, t], true[:, t]) for t in range(3)], 1)  # (B, T), frame by frame
+    assert d.shape == (2, 3) and torch.allclose(d, each, rtol=1e-5, atol=1e-8)
+    # a prediction expanded from one frame per clip (copy-last) or one frame for all (the mean frame) is embedded
+    # once and scores as its materialised copy does
+    last = true[:, :1].expand_as(true)
+    assert torch.allclose(perceptual.frame_distance(net, last, tf),
+                          perceptual.frame_distance(net, last.contiguous(), tf), rtol=1e-5, atol=1e-8)
+    mean = true.mean((0, 1)).expand_as(true)
+    assert torch.allclose(perceptual.frame_distance(net, mean, tf),
+                          perceptual.frame_distance(net, mean.contiguous(), tf), rtol=1e-5, atol=1e-8)
 
 
 def test_small_frames_and_a_missing_wheel_are_skipped_with_a_reason(monkeypatch):
@@ -81,5 +94,7 @@ def test_small_frames_and_a_missing_wheel_are_skipped_with_a_reason(monkeypatch)
         assert perceptual.skipped_reason(64) is None
         with pytest.raises(RuntimeError):  # the size limit is the network's own
             perceptual.load()(small, small)
+        assert "RGB" in perceptual.skipped_for(torch.zeros(1, 4, 64, 64))
+        assert perceptual.load_for(torch.zeros(1, 4, 64, 64)) is None
     monkeypatch.setattr(perceptual, "weights_path", lambda: None)
     assert "pip install stlpips-pytorch" in perceptual.skipped_reason(64)

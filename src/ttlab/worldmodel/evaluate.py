@@ -2,8 +2,9 @@
 
 Metrics are computed on predicted frames only (context excluded), always beside the copy-last-frame,
 mid-gray and mean-training-frame baselines on the same frames, on a fixed seeded subset of the
-validation split. Learned metrics (LPIPS/FID/FVD) run only with local TorchScript weights given by path;
-otherwise the JSON says which were skipped and why. Long-horizon rollouts live in `rollouts.py`; the PushT
+validation split. ST-LPIPS (model and copy-last) runs from the weights its wheel ships; the other learned
+metrics (LPIPS/FID/FVD) run only with local TorchScript weights given by path; the JSON says which were skipped
+and why. Long-horizon rollouts live in `rollouts.py`; the PushT
 object-level scorecard in `scorecard.py`.
 """
 

@@ -147,8 +147,8 @@ class LearnedMetrics:
     @torch.no_grad()
     def update(self, pred: torch.Tensor, target: torch.Tensor, n_ctx: int) -> None:
         p, t = pred[:, n_ctx:], target[:, n_ctx:]  # (B, Fp, C, H, W): predicted frames only
-        if self.stl_net is not None and min(t.shape[-2:]) < perceptual.MIN_SIZE:
-            self.stl_net, self.skipped["stlpips"] = None, perceptual.skipped_reason(min(t.shape[-2:]))
+        if self.stl_net is not None and perceptual.skipped_for(t) is not None:
+            self.stl_net, self.skipped["stlpips"] = None, perceptual.skipped_for(t)
         if self.stl_net is not None:
             tc = t.detach().float().cpu()
             tf = perceptual.frame_features(self.stl_net, tc)

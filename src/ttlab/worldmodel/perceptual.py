@@ -7,7 +7,7 @@ a hub. Shift-tolerant LPIPS (Ghildyal and Liu, ECCV 2022) is LPIPS retrained wit
 an image moves by a pixel or two, and the `stlpips-pytorch` wheel carries the whole network: backbone, linear
 layers and input scaling, 9.9 MB for AlexNet (`weights/vST0.0/alex_shift_tolerant.pth`).
 
-The package itself imports torchvision and IPython at import time, so it is never imported here: the weight file
+The package itself imports torchvision, IPython and torchsummary at import time, so it is never imported here: the weight file
 is found with `importlib.util.find_spec` and loaded into the small re-implementation below (a test checks it
 against the package's own forward where that can be run). Frames are (N, 3, H, W) in [-1, 1]; 64 x 64 works.
 """
@@ -88,7 +88,7 @@ class STLPIPS(nn.Module):
 
     def features(self, x: torch.Tensor) -> list[torch.Tensor]:
         """(N, 3, H, W) in [-1, 1] -> the five taps, each (N, C_k, h_k, w_k), unit length over channels."""
-        h = (x.float() - self.shift) / self.scale
+        h = (x.to(self.shift.device, torch.float32) - self.shift) / self.scale
         h = F.relu(self.blur[0](self.conv[0](h)))  # tap 1: conv (stride 1), blur-pool, ReLU
         taps = [h]
         h = F.relu(self.conv[1](self.blur[1](F.max_pool2d(h, 3, stride=1))))
@@ -120,28 +120,45 @@ def load() -> STLPIPS | None:
     return _CACHE["net"]
 
 
-def skipped_reason(size: int = MIN_SIZE) -> str | None:
-    """Why ST-LPIPS is absent from a scorecard of frames whose smaller side is `size`, or None when it is there."""
+def skipped_reason(size: int = MIN_SIZE, channels: int = 3) -> str | None:
+    """Why ST-LPIPS is absent from a scorecard of frames with `channels` channels whose smaller side is `size`,
+    or None when it is there."""
     if weights_path() is None:
         return "pip install stlpips-pytorch (ships the ST-LPIPS AlexNet weights)"
+    if channels != 3:
+        return f"frames of {channels} channels: the network takes RGB"
     return f"frames of {size} px are below the network's {MIN_SIZE}" if size < MIN_SIZE else None
 
 
+def skipped_for(frames: torch.Tensor) -> str | None:
+    """`skipped_reason` for frames (..., C, H, W)."""
+    return skipped_reason(min(frames.shape[-2:]), frames.shape[-3])
+
+
 def load_for(frames: torch.Tensor) -> STLPIPS | None:
-    """The network when it is installed and takes frames (..., H, W) of this size, else None."""
-    return load() if min(frames.shape[-2:]) >= MIN_SIZE else None
+    """The network when it is installed and takes frames (..., C, H, W) of this shape, else None."""
+    return load() if skipped_for(frames) is None else None
 
 
 @torch.no_grad()
-def frame_features(net: STLPIPS, frames: torch.Tensor, chunk: int = 256) -> list[torch.Tensor]:
-    """(B, T, 3, H, W) frames in [-1, 1] -> the taps of every frame, (B T, C_k, h_k, w_k) each."""
+def frame_features(net: STLPIPS, frames: torch.Tensor, chunk: int = 0) -> list[torch.Tensor]:
+    """(B, T, 3, H, W) frames in [-1, 1] -> the taps of every frame, (B T, C_k, h_k, w_k) each. Frames go through
+    in chunks of `chunk` (0: about 2^20 pixels a chunk, so ~250 MB for the first tap whatever the frame size)."""
     x = frames.flatten(0, 1)
+    chunk = chunk or max(1, 2**20 // (x.shape[-2] * x.shape[-1]))
     parts = [net.features(x[i:i + chunk]) for i in range(0, len(x), chunk)]
     return [torch.cat(p) for p in zip(*parts, strict=True)]
 
 
 @torch.no_grad()
 def frame_distance(net: STLPIPS, pred: torch.Tensor, target_feats: list[torch.Tensor]) -> torch.Tensor:
-    """ST-LPIPS of (B, T, 3, H, W) predicted frames to targets given by their features. Returns (B, T)."""
+    """ST-LPIPS of (B, T, 3, H, W) predicted frames to targets given by their features. Returns (B, T).
+    A prediction that repeats along B or T (an expanded view: copy-last, the mean frame) is embedded once."""
     B, T = pred.shape[:2]
-    return net.distance(frame_features(net, pred), target_feats).reshape(B, T)
+    if pred.stride(1) == 0 and pred.stride(0) == 0:  # one frame for all
+        f = [t.expand(B * T, *t.shape[1:]) for t in frame_features(net, pred[:1, :1])]
+    elif pred.stride(1) == 0:  # one frame per clip (copy-last)
+        f = [t.repeat_interleave(T, 0) for t in frame_features(net, pred[:, :1])]
+    else:
+        f = frame_features(net, pred)
+    return net.distance(f, target_feats).reshape(B, T)

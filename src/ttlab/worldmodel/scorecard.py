@@ -111,11 +111,12 @@ def _summarise(per: dict[str, list[torch.Tensor]]) -> dict:
 @torch.no_grad()
 def score_windows(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: int,
                   count: int = 256, batch: int = 32, seed: int = 0, mode: str = "full_sequence",
-                  history_noise: float = 0.0, eta: float = 0.0) -> dict:
+                  history_noise: float = 0.0, eta: float = 0.0, stlpips: bool = True) -> dict:
     """Fixed seeded held-out windows: the model (true actions, two seeds; another episode's actions) beside
     copy-last, mean frame and blend, per lag. Returns means and per-lag lists under `<predictor>/<score>`,
     plus the first batch for figures (`_first`). `mode`, `history_noise` and `eta` are the sampler's
-    (`sample_window`): the noise schedule over the window's frames, the context's noise level, stochastic DDIM."""
+    (`sample_window`): the noise schedule over the window's frames, the context's noise level, stochastic DDIM.
+    `stlpips`: also score ST-LPIPS where it is installed."""
     src, iv, F = val_ds.source, val_ds.frame_interval, val_ds.num_frames
     idx = np.sort(np.random.default_rng(seed).choice(len(val_ds), size=min(count, len(val_ds)), replace=False))
     g = torch.Generator().manual_seed(seed)
@@ -140,7 +141,7 @@ def score_windows(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: i
         mean = baselines.mean_frame.expand_as(true)
         al = torch.tensor(baselines.blend_alpha[:F - n_ctx]).view(1, -1, 1, 1, 1)
         blend = quantize(al * last + (1 - al) * mean)
-        net = perceptual.load_for(true)
+        net = perceptual.load_for(true) if stlpips else None
         tf = perceptual.frame_features(net, true) if net is not None else None
         for name, p in (("model", pred), ("model_other_actions", pred_o), ("copy_last", last), ("mean_frame", mean),
                         ("blend", blend)):
@@ -153,15 +154,17 @@ def score_windows(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: i
             first = (x, torch.cat([ctx, pred], 1), torch.cat([ctx, pred2], 1), torch.cat([ctx, pred_o], 1))
     res = _summarise(per)
     res.update(count=len(idx), n_ctx=n_ctx, predicted=F - n_ctx, _first=first)
-    if perceptual.skipped_reason(min(val_ds[0]["frames"].shape[-2:])):
-        res["stlpips_skipped"] = perceptual.skipped_reason(min(val_ds[0]["frames"].shape[-2:]))
+    why = "not asked for" if not stlpips else perceptual.skipped_for(val_ds[0]["frames"])
+    if why:
+        res["stlpips_skipped"] = why
     return res
 
 
 @torch.no_grad()
 def score_rollouts(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: int,
                    horizon: int = 24, max_episodes: int = 48, batch: int = 16, seed: int = 0,
-                   mode: str = "full_sequence", keep: int = 0, history_noise: float = 0.0, eta: float = 0.0) -> dict:
+                   mode: str = "full_sequence", keep: int = 0, history_noise: float = 0.0, eta: float = 0.0,
+                   stlpips: bool = True) -> dict:
     """`horizon`-frame sliding-window rollouts from the first `n_ctx` frames of held-out episodes, with their
     own actions and with another episode's, beside copy-last / mean / blend; per rollout frame. `mode`, `keep`
     (frames kept per round, 0 = all), `history_noise` and `eta` are the sampler's (`rollout`)."""
@@ -194,7 +197,7 @@ def score_rollouts(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: 
         mean = baselines.mean_frame.expand_as(true)
         al = torch.tensor(baselines.blend_alpha[:horizon - n_ctx]).view(1, -1, 1, 1, 1)
         blend = quantize(al * last + (1 - al) * mean)
-        net = perceptual.load_for(true)
+        net = perceptual.load_for(true) if stlpips else None
         tf = perceptual.frame_features(net, true) if net is not None else None
         for name, p in (("model", pred), ("model_other_actions", pred_o), ("copy_last", last), ("mean_frame", mean),
                         ("blend", blend)):
@@ -203,8 +206,9 @@ def score_rollouts(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: 
             first = (gt, torch.cat([start, pred], 1), torch.cat([start, pred_o], 1))
     res = _summarise(per)
     res.update(episodes=len(eps_all), horizon=horizon, n_ctx=n_ctx, _first=first)
-    if perceptual.skipped_reason(min(val_ds[0]["frames"].shape[-2:])):
-        res["stlpips_skipped"] = perceptual.skipped_reason(min(val_ds[0]["frames"].shape[-2:]))
+    why = "not asked for" if not stlpips else perceptual.skipped_for(val_ds[0]["frames"])
+    if why:
+        res["stlpips_skipped"] = why
     return res
 
 
