@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from ttlab.common.data import SharedDataMissing, shared_data_file
+from ttlab.common.heartbeat import step
 from ttlab.common.stage_report import demo_threads
 from ttlab.discover.config import SearchConfig
 from ttlab.discover.llm import llama_backend
@@ -48,6 +49,7 @@ def run(out_dir: Path, device: str = "cpu") -> str:
         reference = None
         lines.append(f"- published constructions not verified: {e}")
     if reference is not None:
+        step("verifying the published constructions", 0.0)
         for c in load_reference(reference):
             r = task.verify(c["h"])
             lines.append(f"- `{c['name']}`: verified C5 = {r.score:.12f} (published {c['c5']:.12f}, "
@@ -55,6 +57,7 @@ def run(out_dir: Path, device: str = "cpu") -> str:
         ttt = load_reference(reference)[-1]
         ok, _, msg = check_record(ttt["h"], "0.380876")
         lines.append(f"- exact rational check of the 0.380876 record claim: {'holds' if ok else 'fails'} ({msg})")
+    step("containing a hostile fork bomb in the sandbox", 0.02)
     with SandboxPool(2, Limits(wall_s=2.0)) as pool:
         bomb = pool.submit(Job("import os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
                                "        time.sleep(0.01)\n")).result()
@@ -62,6 +65,7 @@ def run(out_dir: Path, device: str = "cpu") -> str:
                      f"processes killed; isolation {pool.caps}")
     cfg = SearchConfig(time_limit=f"{SEARCH_S}s", program_budget_s=8.0, grace_s=8.0, run_name="search", root=str(out_dir.parent),
                        samples_per_state=1)
+    step(f"offline PUCT search for {SEARCH_S} s", 0.04)
     rec = run_search(cfg)
     (out_dir / "best_erdos.json").write_text(json.dumps(rec))
     lines.append(f"- offline search ({SEARCH_S} s, library proposer, 2 workers): best verified C5 = {rec['score']:.9f} "
@@ -155,6 +159,7 @@ def run_arm(cfg, out_dir: Path, arm: str) -> list[dict]:
     rows = []
     try:
         while tr.step_idx < cfg.steps:
+            step(f"TTT-Discover, {arm} arm: step {tr.step_idx + 1} of {cfg.steps} (generate, verify, learn)")
             rows.append({**tr.step(), "arm": arm})
     finally:
         tr.close()
@@ -171,6 +176,7 @@ def ttt_line(out_dir: Path, frozen_if_under_s: float = 150.0) -> str:
                 f"{DEMO_PRESETS[0]}` once, or set TTLAB_DEMO_TTT=1 to train it inside the demo")
     name, how, where = ready if ready is not None else (DEMO_PRESETS[0], "trained here (TTLAB_DEMO_TTT=1)", None)
     cfg = demo_config(name)
+    step("loading SmolLM2-135M and the warm-start adapter", 0.3)
     t0 = time.perf_counter()
     try:
         rows = run_arm(cfg, out_dir, "TTT")
