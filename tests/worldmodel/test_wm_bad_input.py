@@ -43,3 +43,30 @@ def test_data_pusht_and_encode_flag_errors_are_one_line(tmp_path, capsys):
     _one_line_error(capsys, ["wm", "encode", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "lat")],
                     "ttlab wm encode", "--codec is required")
     assert not (tmp_path / "lat").exists()
+
+
+@pytest.mark.parametrize("state,needle", [
+    ({"w": "tensor"}, "missing 'model_cfg'"),  # some other checkpoint (a codec's, a training state's)
+    ({"model_cfg": {"bogus": 1}, "w": "tensor"}, "unexpected keyword argument 'bogus'"),
+], ids=["other-checkpoint", "unknown-model-setting"])
+def test_eval_on_a_checkpoint_that_is_not_nanowm_weights_names_the_file(tmp_path, capsys, state, needle):
+    import torch
+
+    from ttlab.common.checkpoint import save_checkpoint
+
+    stem = tmp_path / "run" / "checkpoints" / "weights_latest"
+    save_checkpoint(stem, {k: torch.zeros(2) if v == "tensor" else v for k, v in state.items()})
+    _one_line_error(capsys, ["wm", "eval", "--checkpoint", str(tmp_path / "run"), "--device", "cpu"], "ttlab wm eval",
+                    str(stem), "not NanoWM weights", needle)
+    assert not (tmp_path / "run" / "eval").exists()
+
+
+def test_eval_on_garbage_checkpoint_files_names_the_file(tmp_path, capsys):
+    ck = tmp_path / "run" / "checkpoints"
+    ck.mkdir(parents=True)
+    (ck / "weights_latest.safetensors").write_bytes(bytes(range(256)) * 8)
+    (ck / "weights_latest.json").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    _one_line_error(capsys, ["wm", "eval", "--checkpoint", str(tmp_path / "run")], "ttlab wm eval",
+                    "weights_latest.json: corrupt JSON")
+    _one_line_error(capsys, ["wm", "rollout", "--checkpoint", str(tmp_path / "nope")], "ttlab wm rollout",
+                    "checkpoint metadata not found")
