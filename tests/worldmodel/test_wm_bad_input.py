@@ -3,8 +3,11 @@ traceback, on tiny fixtures written in the upstream layouts."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from test_data_dino_wm import write_pusht
+from test_data_lerobot import write_v21
 
 from ttlab.cli import main
 
@@ -70,3 +73,28 @@ def test_eval_on_garbage_checkpoint_files_names_the_file(tmp_path, capsys):
                     "weights_latest.json: corrupt JSON")
     _one_line_error(capsys, ["wm", "rollout", "--checkpoint", str(tmp_path / "nope")], "ttlab wm rollout",
                     "checkpoint metadata not found")
+
+
+def _features_list(info):
+    info["features"] = list(info["features"])
+
+
+def _feature_not_object(info):
+    info["features"]["action"] = 7
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (_features_list, "`features` must map each feature name to an object"),
+    (_feature_not_object, "`features` must map each feature name to an object"),
+    (lambda info: info.pop("data_path"), "no `data_path` template"),
+    (lambda info: info.pop("video_path"), "no `video_path` template"),
+], ids=["features-list", "feature-not-object", "no-data_path", "no-video_path"])
+def test_lerobot_info_json_of_the_wrong_shape_is_named(tmp_path, capsys, edit, needle):
+    write_v21(tmp_path)
+    path = tmp_path / "meta" / "info.json"
+    info = json.loads(path.read_text())
+    edit(info)
+    path.write_text(json.dumps(info))
+    for cmd in ("info", "check"):
+        _one_line_error(capsys, ["wm", "data", cmd, "--path", str(tmp_path)], f"ttlab wm data {cmd}",
+                        "meta/info.json", needle)
