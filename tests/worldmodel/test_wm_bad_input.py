@@ -98,3 +98,12 @@ def test_lerobot_info_json_of_the_wrong_shape_is_named(tmp_path, capsys, edit, n
     for cmd in ("info", "check"):
         _one_line_error(capsys, ["wm", "data", cmd, "--path", str(tmp_path)], f"ttlab wm data {cmd}",
                         "meta/info.json", needle)
+
+
+
+def test_negative_sampler_steps_are_refused_not_read_as_the_runs_own():
+    from ttlab.worldmodel.diffusion.samplers import SamplerConfig
+
+    assert SamplerConfig(steps=0).resolve(8).steps == 8
+    with pytest.raises(ValueError, match=r"--sampler.steps -1: must be >= 1, or 0"):
+        SamplerConfig(steps=-1).resolve(8)
