@@ -107,3 +107,32 @@ def test_negative_sampler_steps_are_refused_not_read_as_the_runs_own():
     assert SamplerConfig(steps=0).resolve(8).steps == 8
     with pytest.raises(ValueError, match=r"--sampler.steps -1: must be >= 1, or 0"):
         SamplerConfig(steps=-1).resolve(8)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    from dataclasses import replace
+
+    from ttlab.worldmodel.presets import debug
+    from ttlab.worldmodel.train import train
+
+    root = tmp_path_factory.mktemp("wm")
+    cfg = replace(debug(), root=str(root), run_name="t", max_steps=2, val_every=2, checkpoint_every=2, val_samples=2,
+                  sample_steps=2)
+    return train(cfg)["run_dir"]
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (["--split", "nope"], "--split 'nope': expected one of val, train"),  # was: silently scored val, exit 0
+    (["--split", "all"], "--split 'all': expected one of val, train"),  # was: documented, but scored val
+    (["--n-ctx", "0"], "--n-ctx 0: must be 1..3"),  # was: a RuntimeError traceback
+    (["--n-ctx", "9"], "--n-ctx 9: must be 1..3"),  # was: 'need -42 (context + generated)'
+    (["--batch-size", "0"], "--batch-size 0: must be >= 1"),
+    (["--num-samples", "0"], "--num-samples 0: must be >= 1"),
+    (["--sampler.steps", "-1"], "--sampler.steps -1: must be >= 1, or 0"),  # was: the run's own steps, exit 0
+])
+def test_eval_flags_out_of_range_are_named_before_anything_is_written(run_dir, tmp_path, capsys, flags, needle):
+    out = tmp_path / "ev"
+    _one_line_error(capsys, ["wm", "eval", "--checkpoint", str(run_dir), "--num-samples", "2", "--video-clips", "0",
+                             "--device", "cpu", "--out", str(out), *flags], "ttlab wm eval", needle)
+    assert not out.exists()
