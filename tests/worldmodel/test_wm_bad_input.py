@@ -136,3 +136,20 @@ def test_eval_flags_out_of_range_are_named_before_anything_is_written(run_dir, t
     _one_line_error(capsys, ["wm", "eval", "--checkpoint", str(run_dir), "--num-samples", "2", "--video-clips", "0",
                              "--device", "cpu", "--out", str(out), *flags], "ttlab wm eval", needle)
     assert not out.exists()
+
+
+def test_rollout_flags_and_npy_files_are_named(run_dir, tmp_path, capsys):
+    import numpy as np
+
+    (tmp_path / "garbage.npy").write_bytes(b"not an array" * 8)
+    np.save(tmp_path / "gray.npy", np.zeros((2, 16, 16), np.uint8))
+    out = tmp_path / "ro"
+    base = ["wm", "rollout", "--checkpoint", str(run_dir), "--device", "cpu", "--out", str(out)]
+    for flags, needle in [
+        (["--horizon", "0"], "--horizon 0: must exceed --n-ctx 1"),  # was: 'window at 0 needs -1 actions'
+        (["--actions", str(tmp_path / "garbage.npy")], "--actions " + str(tmp_path / "garbage.npy")),
+        (["--actions", str(tmp_path / "missing.npy")], "--actions " + str(tmp_path / "missing.npy")),
+        (["--start", str(tmp_path / "gray.npy")], "expected frames (Fs >= --n-ctx 1, H, W, 3), got shape (2, 16, 16)"),
+    ]:
+        _one_line_error(capsys, base + flags, "ttlab wm rollout", needle)
+    assert not out.exists()
