@@ -153,3 +153,18 @@ def test_rollout_flags_and_npy_files_are_named(run_dir, tmp_path, capsys):
     ]:
         _one_line_error(capsys, base + flags, "ttlab wm rollout", needle)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (["--max-steps", "-1"], "--max-steps -1: must be >= 1"),  # was: Lightning trained without end
+    (["--max-steps", "0"], "--max-steps 0: must be >= 1"),  # was: an untrained run, exit 0
+    (["--batch-size", "0"], "--batch-size 0: must be >= 1"),
+    (["--n-ctx", "0"], "--n-ctx 0 --num-frames 4: need 1 <= n_ctx < num_frames"),  # was: a RuntimeError traceback
+    (["--num-frames", "1"], "--n-ctx 1 --num-frames 1"),
+    (["--lr", "-1"], "--lr -1.0: must be > 0"),
+    (["--val-fraction", "1.5"], "--val-fraction 1.5: must be in [0, 1)"),
+])
+def test_train_flags_that_cannot_train_fail_before_a_run_directory_exists(tmp_path, capsys, flags, needle):
+    _one_line_error(capsys, ["wm", "train", "--preset", "debug", "--root", str(tmp_path / "runs"), "--device", "cpu",
+                             *flags], "ttlab wm train", needle)
+    assert not (tmp_path / "runs").exists()
