@@ -168,3 +168,10 @@ def test_train_flags_that_cannot_train_fail_before_a_run_directory_exists(tmp_pa
     _one_line_error(capsys, ["wm", "train", "--preset", "debug", "--root", str(tmp_path / "runs"), "--device", "cpu",
                              *flags], "ttlab wm train", needle)
     assert not (tmp_path / "runs").exists()
+
+
+def test_play_names_a_bad_script_key_and_an_episode_out_of_range(run_dir, capsys, monkeypatch):
+    monkeypatch.setenv("SDL_VIDEODRIVER", "dummy")
+    base = ["wm", "play", "--checkpoint", str(run_dir), "--device", "cpu"]
+    _one_line_error(capsys, base + ["--script", "LRX"], "ttlab wm play", "--script 'LRX': unknown keys 'X'")  # was KeyError
+    _one_line_error(capsys, base + ["--script", "LR", "--episode", "99"], "ttlab wm play", "--episode 99")
