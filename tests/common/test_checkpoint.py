@@ -130,3 +130,12 @@ def test_same_size_tensors_from_another_save_are_refused(tmp_path):
     (tmp_path / "ck.json").write_text(old_meta)
     with pytest.raises(CheckpointError, match="SHA-256"):
         load_checkpoint(tmp_path / "ck")
+
+
+@pytest.mark.parametrize("meta", [b"\xff\xfe garbage \x80", b"[1, 2]", b'{"format": "ttlab-ckpt-1"}'],
+                         ids=["not-utf8", "not-an-object", "no-size-no-state"])
+def test_garbage_metadata_is_refused_by_name(tmp_path, meta):
+    save_checkpoint(tmp_path / "ck", {"w": torch.ones(4)})
+    (tmp_path / "ck.json").write_bytes(meta)
+    with pytest.raises(CheckpointError, match=r"ck\.json: (corrupt JSON|not a ttlab checkpoint|.*lacks)"):
+        load_checkpoint(tmp_path / "ck")

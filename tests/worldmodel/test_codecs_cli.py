@@ -23,7 +23,7 @@ def test_train_codec_then_encode(tmp_path, capsys):
     lat = LatentSource(tmp_path / "lat")
     assert len(lat) == 3 and lat.frames(0, [0, 1]).shape == (2, 4, 4, 4)
     assert main(["train-codec", "--help"]) == 0 and main(["encode", "--help"]) == 0
-    assert main(["data", "info", "--path", str(tmp_path / "nope")]) == 1
+    assert main(["data", "info", "--path", str(tmp_path / "nope")]) == 2
 
 
 def test_train_codec_resume_continues_exactly(tmp_path, capsys, monkeypatch):
@@ -56,5 +56,5 @@ def test_train_codec_resume_continues_exactly(tmp_path, capsys, monkeypatch):
     for k, v in a["model"].items():
         assert torch.equal(v, b["model"][k]), k
     capsys.readouterr()
-    assert main(base + ["--resume"]) == 1  # --resume without --run-name: a clear error
+    assert main(base + ["--resume"]) == 2  # --resume without --run-name: a one-line user error
     assert "--run-name" in capsys.readouterr().err

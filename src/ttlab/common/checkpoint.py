@@ -171,10 +171,13 @@ def load_checkpoint(stem: str | Path, map_location: str | torch.device = "cpu") 
         raise CheckpointError(f"checkpoint tensors not found: {st_path}")
     try:
         meta = json.loads(js_path.read_text())
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{js_path}: corrupt JSON ({e})") from e
-    if meta.get("format") != "ttlab-ckpt-1":
+    if not isinstance(meta, dict) or meta.get("format") != "ttlab-ckpt-1":
         raise CheckpointError(f"{js_path}: not a ttlab checkpoint")
+    missing = [k for k in ("tensor_file_bytes", "state") if k not in meta]
+    if missing:
+        raise CheckpointError(f"{js_path}: checkpoint metadata lacks {', '.join(missing)}")
     size = st_path.stat().st_size
     if size != meta["tensor_file_bytes"]:
         raise CheckpointError(

@@ -26,6 +26,8 @@ from ttlab.worldmodel.train import build_datasets, fixed_subset
 from ttlab.worldmodel.visuals import side_by_side, write_mp4
 from ttlab.worldmodel.weights import decode, load_world_model, run_codec, run_dir_of
 
+SPLITS = ("val", "train")
+
 
 @dataclass
 class EvalConfig:
@@ -36,7 +38,7 @@ class EvalConfig:
     data: str = ""
     """Dataset (default: the one the model was trained on)."""
     split: str = "val"
-    """Split to evaluate: val | train | all."""
+    """Split to evaluate: val | train."""
     num_samples: int = 128
     """Windows in the fixed seeded subset (of the held-out episodes for split=val)."""
     batch_size: int = 16
@@ -72,20 +74,27 @@ def mean_train_frame(train_ds, seed: int = 0, windows: int = 256) -> torch.Tenso
 
 
 def evaluate(cfg: EvalConfig) -> dict:
-    if cfg.video_clips < 0 or cfg.num_samples < 1:
-        raise ValueError(f"wm eval: --video-clips {cfg.video_clips} must be >= 0 and --num-samples {cfg.num_samples} >= 1")
+    for flag, value, low in (("--video-clips", cfg.video_clips, 0), ("--num-samples", cfg.num_samples, 1),
+                             ("--batch-size", cfg.batch_size, 1)):
+        if value < low:
+            raise ValueError(f"{flag} {value}: must be >= {low}")
+    if cfg.split not in SPLITS:
+        raise ValueError(f"--split {cfg.split!r}: expected one of {', '.join(SPLITS)}")
     dev = resolve_device(cfg.device)
     wm = load_world_model(cfg.checkpoint, dev, ema=cfg.ema)
     tc = from_dict(TrainConfig, wm.train_cfg)
+    if not 1 <= cfg.n_ctx < tc.num_frames:
+        raise ValueError(f"--n-ctx {cfg.n_ctx}: must be 1..{tc.num_frames - 1} (the model's window is "
+                         f"{tc.num_frames} frames)")
+    sp = cfg.sampler.resolve(tc.sample_steps)
     if cfg.data:
         tc = replace(tc, data=cfg.data)
     codec = run_codec(wm.train_cfg, dev)
     train_ds, val_ds = build_datasets(tc, run_dir_of(cfg.checkpoint) / "action_stats.json", codec)
-    ds = {"val": val_ds, "train": train_ds}.get(cfg.split, val_ds)
+    ds = {"val": val_ds, "train": train_ds}[cfg.split]
     # published fixed windows (e.g. Vid2World CSGO start indices) are scored all, in order; else a seeded subset
     sub = ds if getattr(ds, "fixed_windows", False) else fixed_subset(ds, cfg.num_samples, cfg.seed)
     dl = torch.utils.data.DataLoader(sub, batch_size=cfg.batch_size, shuffle=False)
-    sp = cfg.sampler.resolve(tc.sample_steps)
     learned = LearnedMetrics(cfg.metrics, dev)
     # latents: the decoded mean latent, which approximates the mean frame
     mean_frame = decode(codec, mean_train_frame(train_ds, cfg.seed)[None, None].to(dev))[0, 0]  # (C, H, W)

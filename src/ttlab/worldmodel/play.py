@@ -65,6 +65,9 @@ def _direction(held: set[int], pygame) -> tuple[int, int]:
 def play(cfg: PlayConfig) -> dict:
     import pygame  # deferred on purpose: an optional extra that reads SDL_* variables when imported
 
+    bad = sorted(set(cfg.script.upper()) - set(KEYMAP))
+    if bad:
+        raise ValueError(f"--script {cfg.script!r}: unknown keys {''.join(bad)!r}; one per frame from L R U D .")
     dev = resolve_device(cfg.device)
     wm = load_world_model(cfg.checkpoint, dev)
     tc = from_dict(TrainConfig, wm.train_cfg)
@@ -73,6 +76,8 @@ def play(cfg: PlayConfig) -> dict:
     codec = run_codec(wm.train_cfg, dev)
     stats = ActionStats(wm.action_mean, wm.action_std)
     src = open_episodes(tc)
+    if not 0 <= cfg.episode < len(src):
+        raise ValueError(f"--episode {cfg.episode}: the dataset has {len(src)} episodes")
     first = to_model_frames(src.frames(cfg.episode, np.array([0])))  # (1, 3, H, W)
     ctx = first[None].to(dev)
     if codec is not None:

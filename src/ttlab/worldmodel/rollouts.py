@@ -61,7 +61,17 @@ def frame_actions(raw: np.ndarray, mean: np.ndarray, std: np.ndarray, interval: 
     return window_actions(ActionStats(mean, std).normalize(raw), 0, frames, interval)  # (frames, A * interval)
 
 
+def load_npy(flag: str, path: Path) -> np.ndarray:
+    """An array from a .npy file given by `flag`; an unreadable file is a ValueError naming the flag and file."""
+    try:
+        return np.load(path)
+    except (ValueError, OSError, EOFError) as e:
+        raise ValueError(f"{flag} {path}: not a readable .npy array ({e})") from None
+
+
 def rollout_run(cfg: RolloutConfig) -> dict:
+    if cfg.horizon <= cfg.n_ctx:
+        raise ValueError(f"--horizon {cfg.horizon}: must exceed --n-ctx {cfg.n_ctx} (it counts the start frames)")
     dev = resolve_device(cfg.device)
     wm = load_world_model(cfg.checkpoint, dev)
     tc = from_dict(TrainConfig, wm.train_cfg)
@@ -80,9 +90,16 @@ def rollout_run(cfg: RolloutConfig) -> dict:
             raise ValueError("rollout from a latent dataset needs --start frames (pixels)")
         gt = to_model_frames(src.frames(cfg.episode, idx))  # (H', 3, H, W)
     if cfg.actions is not None:
-        raw_actions = np.load(cfg.actions).astype(np.float32)
+        raw_actions = load_npy("--actions", cfg.actions).astype(np.float32)
     horizon = min(cfg.horizon, raw_actions.shape[0] // iv + 1)
-    start = gt[:cfg.n_ctx] if cfg.start is None else to_model_frames(np.load(cfg.start))[:cfg.n_ctx]
+    if cfg.start is None:
+        start = gt[:cfg.n_ctx]
+    else:
+        frames0 = load_npy("--start", cfg.start)
+        if frames0.ndim != 4 or frames0.shape[-1] != 3 or frames0.shape[0] < cfg.n_ctx:
+            raise ValueError(f"--start {cfg.start}: expected frames (Fs >= --n-ctx {cfg.n_ctx}, H, W, 3), "
+                             f"got shape {frames0.shape}")
+        start = to_model_frames(frames0)[:cfg.n_ctx]
     acts = torch.from_numpy(frame_actions(raw_actions, wm.action_mean, wm.action_std, iv, horizon))[None].to(dev)
     x0 = start[None].to(dev)  # (1, n_ctx, 3, H, W)
     if codec is not None:

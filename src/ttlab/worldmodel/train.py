@@ -410,8 +410,26 @@ def resolve_precision(cfg: TrainConfig, accelerator: str) -> str:
     return cfg.precision
 
 
+def check_train_flags(cfg: TrainConfig) -> None:
+    """Refuse counts and rates that cannot train, naming the flag, before a run directory exists (max_steps -1
+    would let Lightning train without end, 0 would write an untrained run)."""
+    for flag, value in (("--max-steps", cfg.max_steps), ("--batch-size", cfg.batch_size),
+                        ("--frame-interval", cfg.frame_interval), ("--val-every", cfg.val_every),
+                        ("--checkpoint-every", cfg.checkpoint_every), ("--val-samples", cfg.val_samples),
+                        ("--log-every", cfg.log_every)):
+        if value < 1:
+            raise ValueError(f"{flag} {value}: must be >= 1")
+    if not 1 <= cfg.n_ctx < cfg.num_frames:
+        raise ValueError(f"--n-ctx {cfg.n_ctx} --num-frames {cfg.num_frames}: need 1 <= n_ctx < num_frames")
+    if not cfg.lr > 0:
+        raise ValueError(f"--lr {cfg.lr}: must be > 0")
+    if not 0.0 <= cfg.val_fraction < 1.0:
+        raise ValueError(f"--val-fraction {cfg.val_fraction}: must be in [0, 1)")
+
+
 def train(cfg: TrainConfig) -> dict[str, Any]:
     """Run (or resume) training; returns a summary with the run dir and final validation metrics."""
+    check_train_flags(cfg)
     dev = resolve_device(cfg.device)
     if cfg.threads > 0 and dev.type == "cpu":
         torch.set_num_threads(cfg.threads)

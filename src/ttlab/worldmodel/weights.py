@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ttlab.common.checkpoint import load_checkpoint
+from ttlab.common.checkpoint import CheckpointError, load_checkpoint
 from ttlab.worldmodel.codecs.load import load_codec
 from ttlab.worldmodel.diffusion import DiffusionConfig, Objective
 from ttlab.worldmodel.model import NanoWM, NanoWMConfig
@@ -31,15 +31,20 @@ def load_world_model(path: str | Path, device: str | torch.device = "cpu", ema: 
     if p.is_dir():
         p = p / "checkpoints" / "weights_latest" if (p / "checkpoints").is_dir() else p / "weights_latest"
     state = load_checkpoint(p, map_location=device)
-    mc = dict(state["model_cfg"])
-    mc.setdefault("null_first_action", False)  # weights saved before the option embedded frame 0's zeros
-    model = NanoWM(NanoWMConfig(**mc)).to(device)
-    model.load_state_dict(state["ema" if ema else "model"])
-    tc = state["train_cfg"]
-    obj = Objective(DiffusionConfig(**tc["diffusion"]), device)
-    st = state["action_stats"]
-    return LoadedWorldModel(model.eval(), obj, tc, np.asarray(st["mean"], np.float32), np.asarray(st["std"], np.float32),
-                            int(state["step"]))
+    try:
+        mc = dict(state["model_cfg"])
+        mc.setdefault("null_first_action", False)  # weights saved before the option embedded frame 0's zeros
+        model = NanoWM(NanoWMConfig(**mc)).to(device)
+        model.load_state_dict(state["ema" if ema else "model"])
+        tc = state["train_cfg"]
+        obj = Objective(DiffusionConfig(**tc["diffusion"]), device)
+        st = state["action_stats"]
+        mean, std = np.asarray(st["mean"], np.float32), np.asarray(st["std"], np.float32)
+        step = int(state["step"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:  # another kind of checkpoint, or mismatched weights
+        what = f"missing {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
+        raise CheckpointError(f"{p}: not NanoWM weights from `ttlab wm train` ({what})") from e
+    return LoadedWorldModel(model.eval(), obj, tc, mean, std, step)
 
 
 def run_dir_of(weights: str | Path) -> Path:

@@ -9,7 +9,6 @@ each step takes a random batch. Reconstruction PSNR on the val split is logged t
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from ttlab.common.device import resolve_device, seed_everything
 from ttlab.common.logging import Logger, progress
 from ttlab.common.runs import make_run_dir
 from ttlab.worldmodel.codecs.autoencoder import AEConfig, KLAutoencoder, psnr
-from ttlab.worldmodel.data.episodes import DataError, drop_bad
+from ttlab.worldmodel.data.episodes import drop_bad
 from ttlab.worldmodel.data.sources import open_source
 from ttlab.worldmodel.data.windows import split_episodes, to_model_frames
 
@@ -167,10 +166,6 @@ def train_codec(cfg: CodecTrainConfig, show_progress: bool | None = None) -> dic
 def main(argv: list[str]) -> int:
     cfg = parse_config(CodecTrainConfig, presets(), argv, prog="ttlab wm train-codec")
 
-    try:
-        out = train_codec(cfg)
-    except (DataError, FileExistsError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    out = train_codec(cfg)
     print(json.dumps(out))
     return 0

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from ttlab.common.config import ConfigError, parse_config
 from ttlab.common.device import resolve_device
 from ttlab.worldmodel.codecs.load import load_codec
-from ttlab.worldmodel.data.episodes import DataError, drop_bad
+from ttlab.worldmodel.data.episodes import drop_bad
 from ttlab.worldmodel.data.latents import DTYPES, encode_source
 from ttlab.worldmodel.data.sources import open_source
 
@@ -44,21 +43,17 @@ class EncodeConfig:
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(EncodeConfig, argv=argv, prog="ttlab wm encode")
 
-    try:
-        if not cfg.codec:
-            raise ConfigError("--codec is required (a codec checkpoint, a diffusers VAE directory, or pixel)")
-        if cfg.dtype not in DTYPES:
-            raise ConfigError(f"--dtype must be one of {DTYPES}, got {cfg.dtype!r}")
-        src = open_source(cfg.data, cfg.format)
-        skipped: list[str] = []
-        if cfg.skip_bad:
-            src, skipped = drop_bad(src, skip_bad=True)
-        codec = load_codec(cfg.codec, resolve_device(cfg.device)).requires_grad_(False).eval()
-        out = encode_source(src, codec, cfg.out, cfg.codec, cfg.batch_size, cfg.dtype, cfg.size,
-                            overwrite=cfg.overwrite)
-    except (DataError, ConfigError, FileExistsError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    if not cfg.codec:
+        raise ConfigError("--codec is required (a codec checkpoint, a diffusers VAE directory, or pixel)")
+    if cfg.dtype not in DTYPES:
+        raise ConfigError(f"--dtype must be one of {DTYPES}, got {cfg.dtype!r}")
+    src = open_source(cfg.data, cfg.format)
+    skipped: list[str] = []
+    if cfg.skip_bad:
+        src, skipped = drop_bad(src, skip_bad=True)
+    codec = load_codec(cfg.codec, resolve_device(cfg.device)).requires_grad_(False).eval()
+    out = encode_source(src, codec, cfg.out, cfg.codec, cfg.batch_size, cfg.dtype, cfg.size,
+                        overwrite=cfg.overwrite)
     out["skipped"] = len(skipped)
     print(json.dumps(out))
     return 0

@@ -65,6 +65,9 @@ class LeRobotSource(BaseSource):
             self.fps = float(info["fps"])
         except (json.JSONDecodeError, KeyError, ValueError, TypeError) as e:
             raise DataError(f"unreadable info.json ({type(e).__name__}: {e})", path=info_path) from None
+        if not isinstance(self.features, dict) or not all(isinstance(f, dict) for f in self.features.values()):
+            raise DataError("unreadable info.json: `features` must map each feature name to an object",
+                            path=info_path)
         if self.major not in (2, 3):
             raise DataError(f"LeRobot codebase_version {self.version} not supported (v2.x, v3.0)", path=info_path)
         images = [k for k, f in self.features.items() if f.get("dtype") in ("video", "image")]
@@ -80,6 +83,9 @@ class LeRobotSource(BaseSource):
             raise DataError(f"no {action_key!r} feature; features are {sorted(self.features)}", path=info_path)
         self.image_key, self.action_key = image_key, action_key
         self.is_video = self.features[image_key]["dtype"] == "video"
+        for template in ("data_path", "video_path") if self.is_video else ("data_path",):
+            if not isinstance(info.get(template), str):
+                raise DataError(f"unreadable info.json: no `{template}` template (a string)", path=info_path)
         self.state_key = state_key if state_key in self.features else None
         self.action_dim = int(np.prod(self.features[action_key].get("shape", [1])))
         self._frames = EpisodeCache(cache, default_cache_bytes() if cache_bytes is None else cache_bytes)

@@ -52,6 +52,8 @@ class SamplerConfig:
 
     def resolve(self, run_steps: int) -> SamplerConfig:
         """The sampler to run: the official default when asked for, else `steps` 0 -> the run's `run_steps`."""
+        if self.steps < 0:
+            raise ValueError(f"--sampler.steps {self.steps}: must be >= 1, or 0 for the run's own")
         if self.official_sampler:
             o = OFFICIAL_SAMPLER
             return replace(self, steps=o["n_steps"], mode=o["mode"], history_noise=o["history_noise"])
