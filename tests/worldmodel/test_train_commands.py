@@ -3,22 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
-
-from ttlab.worldmodel.presets import debug
-
-
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    from ttlab.worldmodel.train import train
-
-    root = tmp_path_factory.mktemp("wm")
-    cfg = replace(debug(), root=str(root), run_name="t", max_steps=4, val_every=4, checkpoint_every=4, val_samples=2,
-                  sample_steps=2)
-    return train(cfg)["run_dir"]
 
 
 def _mp4_frames(path) -> int:

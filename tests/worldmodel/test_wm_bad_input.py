@@ -109,17 +109,6 @@ def test_negative_sampler_steps_are_refused_not_read_as_the_runs_own():
         SamplerConfig(steps=-1).resolve(8)
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    from dataclasses import replace
-
-    from ttlab.worldmodel.presets import debug
-    from ttlab.worldmodel.train import train
-
-    root = tmp_path_factory.mktemp("wm")
-    cfg = replace(debug(), root=str(root), run_name="t", max_steps=2, val_every=2, checkpoint_every=2, val_samples=2,
-                  sample_steps=2)
-    return train(cfg)["run_dir"]
 
 
 @pytest.mark.parametrize("flags,needle", [
