@@ -164,3 +164,11 @@ def test_play_names_a_bad_script_key_and_an_episode_out_of_range(run_dir, capsys
     base = ["wm", "play", "--checkpoint", str(run_dir), "--device", "cpu"]
     _one_line_error(capsys, base + ["--script", "LRX"], "ttlab wm play", "--script 'LRX': unknown keys 'X'")  # was KeyError
     _one_line_error(capsys, base + ["--script", "LR", "--episode", "99"], "ttlab wm play", "--episode 99")
+
+
+@pytest.mark.parametrize("cmd", ["eval", "rollout"])
+def test_eval_and_rollout_refuse_an_unwritable_out_before_sampling(run_dir, tmp_path, capsys, cmd):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    _one_line_error(capsys, ["wm", cmd, "--checkpoint", str(run_dir), "--out", str(blocker / "out")], f"ttlab wm {cmd}",
+                    "--out", "cannot write there")

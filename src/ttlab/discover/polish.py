@@ -23,6 +23,7 @@ from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.data import repo_relative
 from ttlab.common.duration import parse_duration
 from ttlab.common.errors import UserError
+from ttlab.common.outdir import writable_parent
 from ttlab.discover.blocks import with_blocks
 from ttlab.discover.config import PolishConfig
 from ttlab.discover.constructions import load_constructions
@@ -99,6 +100,7 @@ def run_polish(cfg: PolishConfig, log=print) -> dict:
     budget = parse_duration(cfg.time_limit)
     if budget <= 0:
         raise UserError("--time-limit: polish needs a time limit (e.g. 5m)")
+    writable_parent("--out", cfg.out)  # before the search, so its result cannot be lost at the end
     name, best, best_score = pick(task, load_constructions(cfg.file), cfg.name)
     start_score = best_score
     known = Known.for_task(task, cfg.known)

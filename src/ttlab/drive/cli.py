@@ -10,6 +10,7 @@ from ttlab.common.cli import dispatch
 from ttlab.common.config import parse_config
 from ttlab.common.device import resolve_device
 from ttlab.common.logging import console
+from ttlab.common.outdir import writable_parent
 from ttlab.drive.config import EnvConfig, GoalBehaviour, TrainConfig
 from ttlab.drive.evaluate import EvalConfig, evaluate
 from ttlab.drive.evaluate import main as eval_main
@@ -58,6 +59,7 @@ class RenderConfig:
 
 def render_main(argv: list[str]) -> int:
     cfg = parse_config(RenderConfig, None, argv, prog="ttlab drive render")
+    writable_parent("--out", cfg.out)
     if cfg.checkpoint is not None:
         return _render_policy(cfg)
     device = resolve_device(cfg.device)

@@ -44,6 +44,7 @@ import torch
 from ttlab.common.checkpoint import atomic_write_text, load_checkpoint
 from ttlab.common.config import from_dict, parse_config
 from ttlab.common.device import resolve_device, seed_everything
+from ttlab.common.outdir import writable_parent
 from ttlab.drive.config import EnvConfig
 from ttlab.drive.paired import PairedTrials
 from ttlab.drive.partner_eval import partner_summary, policy_ego, run_paired
@@ -175,6 +176,7 @@ def evaluate(cfg: EvalConfig, on_step=None) -> dict[str, float]:
         raise ValueError("--checkpoint is required (a stem like runs/drive/<run>/checkpoints/latest)")
     if cfg.episodes < 1:
         raise ValueError(f"--episodes {cfg.episodes}: expected >= 1")
+    writable_parent("--out", cfg.out)
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
     cfg = dataclasses.replace(cfg, checkpoint=resolve_pretrained(cfg.checkpoint))  # pretrained:<name> -> its stem

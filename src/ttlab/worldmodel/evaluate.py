@@ -19,6 +19,7 @@ import torch
 from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.config import from_dict, parse_config
 from ttlab.common.device import resolve_device
+from ttlab.common.outdir import writable_dir
 from ttlab.worldmodel.config import TrainConfig
 from ttlab.worldmodel.diffusion import SamplerConfig, sample_window
 from ttlab.worldmodel.metrics import LearnedMetrics, MetricWeights, frame_metrics, quantize
@@ -87,6 +88,7 @@ def evaluate(cfg: EvalConfig) -> dict:
         raise ValueError(f"--n-ctx {cfg.n_ctx}: must be 1..{tc.num_frames - 1} (the model's window is "
                          f"{tc.num_frames} frames)")
     sp = cfg.sampler.resolve(tc.sample_steps)
+    out_dir = writable_dir("--out", cfg.out if cfg.out is not None else run_dir_of(cfg.checkpoint) / "eval")
     if cfg.data:
         tc = replace(tc, data=cfg.data)
     codec = run_codec(wm.train_cfg, dev)
@@ -122,7 +124,6 @@ def evaluate(cfg: EvalConfig) -> dict:
             vid_pred.append(pp[:cfg.video_clips].cpu())
     res = {k: v / n for k, v in sums.items()}
     res.update(learned.compute())
-    out_dir = cfg.out if cfg.out is not None else run_dir_of(cfg.checkpoint) / "eval"
     video = (write_mp4(out_dir / "gt_vs_pred.mp4", side_by_side(torch.cat(vid_gt)[:cfg.video_clips],
                                                                  torch.cat(vid_pred)[:cfg.video_clips]), fps=4)
              if cfg.video_clips > 0 else None)

@@ -14,6 +14,7 @@ import torch
 
 from ttlab.common.config import from_dict, parse_config
 from ttlab.common.device import resolve_device
+from ttlab.common.outdir import writable_dir
 from ttlab.worldmodel.config import TrainConfig
 from ttlab.worldmodel.data.windows import ActionStats, to_model_frames, window_actions
 from ttlab.worldmodel.diffusion import SamplerConfig, rollout
@@ -104,12 +105,12 @@ def rollout_run(cfg: RolloutConfig) -> dict:
     x0 = start[None].to(dev)  # (1, n_ctx, 3, H, W)
     if codec is not None:
         x0 = codec.encode(x0[0])[None]
+    out_dir = writable_dir("--out", cfg.out if cfg.out is not None else run_dir_of(cfg.checkpoint) / "rollout")
     g = torch.Generator(device=dev).manual_seed(cfg.seed)
     out = rollout(wm.model, wm.obj, x0, acts, window=tc.num_frames, n_ctx=cfg.n_ctx, n_steps=sp.steps,
                   mode=sp.mode, history_noise=sp.history_noise, clip=1.0 if codec is None else None, generator=g,
                   eta=sp.eta)
     frames = decode(codec, out)[0].cpu()  # (horizon, 3, H, W)
-    out_dir = cfg.out if cfg.out is not None else run_dir_of(cfg.checkpoint) / "rollout"
     res: dict = {"frames": int(frames.shape[0]), "window": tc.num_frames, "n_ctx": cfg.n_ctx}
     if gt is not None and gt.shape[0] >= frames.shape[0]:
         g_ = gt[:frames.shape[0]]
