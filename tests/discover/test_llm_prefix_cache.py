@@ -114,3 +114,26 @@ def test_a_prefix_shared_by_micro_batches_gives_the_one_batch_gradient_for_one_p
     assert any(a.abs().sum() > 0 for a in g_one)
     for p in params:
         p.grad = None
+
+
+def test_the_kv_cache_is_passed_under_the_name_the_installed_transformers_takes(policy, recwarn):
+    import logging
+
+    from ttlab.discover.llm.policy import cache_keyword
+
+    kw = cache_keyword(type(policy.model.get_base_model()))
+    assert kw in ("cache", "past_key_values") and policy._cache_kw == kw
+    logger = logging.getLogger("transformers")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger.addHandler(handler)
+    try:
+        gens = policy.generate(["abc"] * 3)
+        batch = collate(gens, policy.tokenizer.pad_token_id, policy.device)
+        with torch.no_grad():
+            policy.logprobs(batch)
+    finally:
+        logger.removeHandler(handler)
+    said = [str(w.message) for w in recwarn] + [r.getMessage() for r in records]
+    assert not [s for s in said if "past_key_values" in s and "deprecated" in s], said

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 from pathlib import Path
 
 import torch
@@ -132,6 +133,7 @@ class LLMPolicy:
         lcfg = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                           target_modules=targets, task_type="CAUSAL_LM")
         self.model = get_peft_model(base, lcfg)
+        self._cache_kw = cache_keyword(type(base))
         self.vllm = None
         self.llama = None
         if cfg.backend not in ("auto", "hf", "vllm", "llama"):
@@ -195,10 +197,10 @@ class LLMPolicy:
         ids = prompt[None, :-1].to(self.device)  # (1, P-1)
         # logits of one position only: only the KV cache is wanted (the full (P-1, V) logits cost ~20% of a prefill)
         if adapter:
-            cache = self.model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values
+            cache = getattr(self.model(input_ids=ids, use_cache=True, logits_to_keep=1), self._cache_kw)
         else:
             with self.model.disable_adapter():
-                cache = self.model(input_ids=ids, use_cache=True, logits_to_keep=1).past_key_values
+                cache = getattr(self.model(input_ids=ids, use_cache=True, logits_to_keep=1), self._cache_kw)
         for layer in cache.layers:
             layer.batch_repeat_interleave(n)  # (n, H, P-1, D) per layer
         return cache
@@ -224,7 +226,7 @@ class LLMPolicy:
         cache = self._prefill(encoded[0], len(encoded)) if shared and encoded[0].numel() > 1 else None
         procs, rec = self._processors()
         seq = self.model.generate(
-            input_ids=ids.to(self.device), attention_mask=mask.to(self.device), past_key_values=cache,
+            input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **{self._cache_kw: cache},
             do_sample=True, temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=self.cfg.max_new_tokens,
             pad_token_id=pad, eos_token_id=self.eos_ids.tolist(), logits_processor=procs,
         )  # (B, P + C)
@@ -290,11 +292,11 @@ class LLMPolicy:
         with ctx, self._learn_autocast(bf16, adapter):
             cache = prefix.rows(n) if prefix is not None and adapter and grad else self._prefill(prompt, n, adapter)
             if adapter:
-                logits = self.model(input_ids=inp, position_ids=pos, past_key_values=cache, use_cache=True).logits
+                logits = self.model(input_ids=inp, position_ids=pos, use_cache=True, **{self._cache_kw: cache}).logits
             else:
                 with self.model.disable_adapter():
-                    logits = self.model(input_ids=inp, position_ids=pos, past_key_values=cache,
-                                        use_cache=True).logits  # (n, C, V)
+                    logits = self.model(input_ids=inp, position_ids=pos, use_cache=True,
+                                        **{self._cache_kw: cache}).logits  # (n, C, V)
             lp = token_logprobs(logits, comps, self.cfg.temperature if temperature is None else temperature)  # (n, C)
         return lp * mask, mask
 
@@ -344,6 +346,12 @@ class LLMPolicy:
     def mark_updated(self) -> None:
         """Call after an optimizer step (vLLM picks up the new adapter on its next generate)."""
         self.version += 1
+
+
+def cache_keyword(model_cls: type) -> str:
+    """The name of the KV-cache argument and output of a HF causal LM: `cache` in recent transformers 5.x (where
+    `past_key_values` is deprecated, with a warning on every call), `past_key_values` before."""
+    return "cache" if "cache" in inspect.signature(model_cls.forward).parameters else "past_key_values"
 
 
 class SharedPrefix:
