@@ -171,4 +171,4 @@ def test_eval_and_rollout_refuse_an_unwritable_out_before_sampling(run_dir, tmp_
     blocker = tmp_path / "blocker"
     blocker.write_text("")
     _one_line_error(capsys, ["wm", cmd, "--checkpoint", str(run_dir), "--out", str(blocker / "out")], f"ttlab wm {cmd}",
-                    "--out", "cannot write there")
+                    "--out", "is not a directory")
