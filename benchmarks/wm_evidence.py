@@ -145,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--history-noise", type=float, default=0.0, help="the noise level the context is shown at, a "
                     "fraction of the way to pure noise (diffusion forcing's stabilisation; 0 = clean)")
     ap.add_argument("--eta", type=float, default=0.0, help="stochastic DDIM's eta (0 = deterministic)")
+    ap.add_argument("--noise-seed", type=int, default=0, help="seed of the sampling noise in scoring (the same "
+                    "windows and episodes; another value shows how much a score rests on the draws)")
     ap.add_argument("--eval-windows", type=int, default=256)
     ap.add_argument("--rollout-episodes", type=int, default=32)
     ap.add_argument("--out-dir", default="runs/bench/wm_evidence")
@@ -260,10 +262,11 @@ def main() -> None:
     print("scoring windows", flush=True)
     n_steps = args.sample_steps or cfg.sample_steps
     smp = {"mode": args.sample_mode, "history_noise": args.history_noise, "eta": args.eta}
-    w = score_windows(wm.model, wm.obj, val_ds, base, cfg.n_ctx, n_steps, count=args.eval_windows, **smp)
+    w = score_windows(wm.model, wm.obj, val_ds, base, cfg.n_ctx, n_steps, count=args.eval_windows,
+                      noise_seed=args.noise_seed, **smp)
     print("scoring rollouts", flush=True)
     ro = score_rollouts(wm.model, wm.obj, val_ds, base, cfg.n_ctx, n_steps, horizon=24,
-                        max_episodes=args.rollout_episodes, keep=args.rollout_keep, **smp)
+                        max_episodes=args.rollout_episodes, keep=args.rollout_keep, seed=args.noise_seed, **smp)
     eval_secs = time.perf_counter() - t_eval
 
     x, p1, p2, po = w.pop("_first")
@@ -296,7 +299,8 @@ def main() -> None:
                   "patch": mcfg.patch_size, "refiner": mcfg.refiner, "frames": cfg.num_frames, "n_ctx": cfg.n_ctx,
                   "diffusion": asdict(cfg.diffusion), "sample_steps": n_steps, "precision": precision,
                   "sampler": {"mode": args.sample_mode, "rollout_keep": args.rollout_keep,
-                              "history_noise": args.history_noise, "eta": args.eta}},
+                              "history_noise": args.history_noise, "eta": args.eta,
+                              "noise_seed": args.noise_seed}},
         "speed": speed | {"training_precision": precision, "training_achieved_gflops": r(achieved, 3),
                           f"training_fraction_of_{trained}_peak": r(achieved / (speed[peak_key]["peak_gflops"]
                                                                            * devices)),

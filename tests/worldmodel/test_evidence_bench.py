@@ -50,6 +50,16 @@ def test_evidence_over_two_processes_keeps_the_global_batch_and_reports_once(tmp
     record = json.loads((tmp_path / "runs" / "wm" / "ddp" / "evidence_train.json").read_text())
     assert (record["devices"], record["batch_per_process"]) == (2, pusht_cpu().batch_size // 2)
     assert (tmp_path / "out" / "strip.png").stat().st_size > 0
+    # a rescoring with other sampling noise: the same windows and episodes (baselines equal), other draws
+    again = _evidence(run_group, tmp_path, "--data", str(tmp_path / "data"), "--abs-actions", "--action-map", "gaussian",
+                      "--eval-only", "--eta", "1.0", "--noise-seed", "1", "--eval-windows", "4",
+                      "--rollout-episodes", "2", "--run-name", "ddp", "--root", str(tmp_path / "runs"),
+                      "--out-dir", str(tmp_path / "out_n1"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    res1 = json.loads(again.stdout.splitlines()[-1])
+    assert res1["model"]["sampler"]["eta"] == 1.0 and res1["model"]["sampler"]["noise_seed"] == 1
+    for part in ("windows", "rollouts"):
+        assert res1[part]["copy_last"] == res[part]["copy_last"] and res1[part]["blend"] == res[part]["blend"]
     # the sampler is chosen on other episodes than the evidence's, and the choice is one the evidence accepts
     sweep = run_group([sys.executable, str(ROOT / "benchmarks" / "wm_sampler_sweep.py"), "--run",
                        str(tmp_path / "runs" / "wm" / "ddp"), "--data", str(tmp_path / "tune"), "--episodes", "4",

@@ -111,15 +111,17 @@ def _summarise(per: dict[str, list[torch.Tensor]]) -> dict:
 @torch.no_grad()
 def score_windows(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: int,
                   count: int = 256, batch: int = 32, seed: int = 0, mode: str = "full_sequence",
-                  history_noise: float = 0.0, eta: float = 0.0, stlpips: bool = True) -> dict:
+                  history_noise: float = 0.0, eta: float = 0.0, stlpips: bool = True,
+                  noise_seed: int | None = None) -> dict:
     """Fixed seeded held-out windows: the model (true actions, two seeds; another episode's actions) beside
     copy-last, mean frame and blend, per lag. Returns means and per-lag lists under `<predictor>/<score>`,
     plus the first batch for figures (`_first`). `mode`, `history_noise` and `eta` are the sampler's
     (`sample_window`): the noise schedule over the window's frames, the context's noise level, stochastic DDIM.
-    `stlpips`: also score ST-LPIPS where it is installed."""
+    `stlpips`: also score ST-LPIPS where it is installed. `noise_seed`: the sampling noise's seed, if not `seed`
+    (the same windows, other draws)."""
     src, iv, F = val_ds.source, val_ds.frame_interval, val_ds.num_frames
     idx = np.sort(np.random.default_rng(seed).choice(len(val_ds), size=min(count, len(val_ds)), replace=False))
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator().manual_seed(seed if noise_seed is None else noise_seed)
     per: dict[str, list[torch.Tensor]] = {}
     first = None
     for i in range(0, len(idx), batch):
