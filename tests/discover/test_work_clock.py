@@ -34,9 +34,10 @@ def test_a_work_clock_stops_a_slowed_down_program_at_the_same_point(monkeypatch)
 
 
 def test_a_time_clock_stops_a_slowed_down_program_earlier(monkeypatch):
-    # 1 CPU second: room for a few hops on a CPU without AVX-512 too (0.3 s held none there)
-    _, hops_fast = _hop_run(1.0, "time", 0.0, monkeypatch)
-    _, hops_slow = _hop_run(1.0, "time", 1e-4, monkeypatch)
+    # 2 CPU seconds: room for a few hops on a CPU without AVX-512 with four test workers on two cores
+    # (0.3 s held none there, 1 s sometimes one)
+    _, hops_fast = _hop_run(2.0, "time", 0.0, monkeypatch)
+    _, hops_slow = _hop_run(2.0, "time", 1e-4, monkeypatch)
     assert hops_fast >= 2 and hops_slow < hops_fast
 
 
