@@ -4,6 +4,7 @@ traceback, on tiny fixtures written in the upstream layouts."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from test_data_dino_wm import write_pusht
@@ -109,6 +110,27 @@ def test_negative_sampler_steps_are_refused_not_read_as_the_runs_own():
         SamplerConfig(steps=-1).resolve(8)
 
 
+def test_sampler_flags_are_named_and_stochastic_ddim_refuses_a_flow_run():
+    from ttlab.worldmodel.diffusion.samplers import SamplerConfig
+
+    for cfg, needle in [(SamplerConfig(eta=-0.5), "--sampler.eta -0.5: must be >= 0"),
+                        (SamplerConfig(eta=float("nan")), "--sampler.eta nan: must be >= 0"),
+                        (SamplerConfig(mode="zigzag"), "--sampler.mode 'zigzag': expected one of full_sequence"),
+                        (SamplerConfig(history_noise=1.0), "--sampler.history-noise 1.0: must be in [0, 1)")]:
+        with pytest.raises(ValueError, match=re.escape(needle)):
+            cfg.check()
+    assert SamplerConfig(eta=1.0).resolve(8, "x").eta == 1.0
+    with pytest.raises(ValueError, match=r"--sampler.eta 1.0: stochastic DDIM needs a DDPM target .* predicts flow"):
+        SamplerConfig(eta=1.0).resolve(8, "flow")
+    assert SamplerConfig(eta=0.0).resolve(8, "flow").steps == 8
+
+
+def test_a_bad_sampler_flag_is_named_before_the_checkpoint_is_read(tmp_path, capsys):
+    for cmd in ("eval", "rollout"):
+        _one_line_error(capsys, ["wm", cmd, "--checkpoint", str(tmp_path / "missing"), "--sampler.eta", "-1"],
+                        f"ttlab wm {cmd}", "--sampler.eta -1.0: must be >= 0")
+
+
 
 
 @pytest.mark.parametrize("flags,needle", [
@@ -119,6 +141,9 @@ def test_negative_sampler_steps_are_refused_not_read_as_the_runs_own():
     (["--batch-size", "0"], "--batch-size 0: must be >= 1"),
     (["--num-samples", "0"], "--num-samples 0: must be >= 1"),
     (["--sampler.steps", "-1"], "--sampler.steps -1: must be >= 1, or 0"),  # was: the run's own steps, exit 0
+    (["--sampler.eta", "-1"], "--sampler.eta -1.0: must be >= 0"),  # was: named an internal function
+    (["--sampler.mode", "zigzag"], "--sampler.mode 'zigzag': expected one of"),
+    (["--sampler.history-noise", "1.5"], "--sampler.history-noise 1.5: must be in [0, 1)"),
 ])
 def test_eval_flags_out_of_range_are_named_before_anything_is_written(run_dir, tmp_path, capsys, flags, needle):
     out = tmp_path / "ev"

@@ -81,13 +81,14 @@ def evaluate(cfg: EvalConfig) -> dict:
             raise ValueError(f"{flag} {value}: must be >= {low}")
     if cfg.split not in SPLITS:
         raise ValueError(f"--split {cfg.split!r}: expected one of {', '.join(SPLITS)}")
+    cfg.sampler.check()
     dev = resolve_device(cfg.device)
     wm = load_world_model(cfg.checkpoint, dev, ema=cfg.ema)
     tc = from_dict(TrainConfig, wm.train_cfg)
     if not 1 <= cfg.n_ctx < tc.num_frames:
         raise ValueError(f"--n-ctx {cfg.n_ctx}: must be 1..{tc.num_frames - 1} (the model's window is "
                          f"{tc.num_frames} frames)")
-    sp = cfg.sampler.resolve(tc.sample_steps)
+    sp = cfg.sampler.resolve(tc.sample_steps, tc.diffusion.target)
     out_dir = writable_dir("--out", cfg.out if cfg.out is not None else run_dir_of(cfg.checkpoint) / "eval")
     if cfg.data:
         tc = replace(tc, data=cfg.data)

@@ -73,12 +73,13 @@ def load_npy(flag: str, path: Path) -> np.ndarray:
 def rollout_run(cfg: RolloutConfig) -> dict:
     if cfg.horizon <= cfg.n_ctx:
         raise ValueError(f"--horizon {cfg.horizon}: must exceed --n-ctx {cfg.n_ctx} (it counts the start frames)")
+    cfg.sampler.check()
     dev = resolve_device(cfg.device)
     wm = load_world_model(cfg.checkpoint, dev)
     tc = from_dict(TrainConfig, wm.train_cfg)
     codec = run_codec(wm.train_cfg, dev)
     iv = tc.frame_interval
-    sp = cfg.sampler.resolve(tc.sample_steps)
+    sp = cfg.sampler.resolve(tc.sample_steps, tc.diffusion.target)
     gt = None
     if cfg.actions is None or cfg.start is None:
         src = open_episodes(tc)

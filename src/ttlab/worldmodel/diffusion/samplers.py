@@ -50,10 +50,24 @@ class SamplerConfig:
     """The official code's default sampler: sequential scheduling, 250 steps, history noise 0.02 (overrides
     steps, mode and history_noise)."""
 
-    def resolve(self, run_steps: int) -> SamplerConfig:
-        """The sampler to run: the official default when asked for, else `steps` 0 -> the run's `run_steps`."""
+    def check(self) -> None:
+        """Each flag on its own, before a checkpoint is loaded: a one-line error naming the flag."""
         if self.steps < 0:
             raise ValueError(f"--sampler.steps {self.steps}: must be >= 1, or 0 for the run's own")
+        if self.mode not in MODES:
+            raise ValueError(f"--sampler.mode {self.mode!r}: expected one of {', '.join(MODES)}")
+        if not 0.0 <= self.history_noise < 1.0:
+            raise ValueError(f"--sampler.history-noise {self.history_noise}: must be in [0, 1) (0 = clean context)")
+        if not self.eta >= 0.0:
+            raise ValueError(f"--sampler.eta {self.eta}: must be >= 0 (0 = deterministic DDIM, 1 = DDPM)")
+
+    def resolve(self, run_steps: int, target: str | None = None) -> SamplerConfig:
+        """The sampler to run: the official default when asked for, else `steps` 0 -> the run's `run_steps`.
+        `target` is the run's prediction target, where known (stochastic DDIM needs a DDPM one)."""
+        self.check()
+        if self.eta > 0 and target == "flow":
+            raise ValueError(f"--sampler.eta {self.eta}: stochastic DDIM needs a DDPM target (v, x, eps); "
+                             "this run predicts flow, so use --sampler.eta 0")
         if self.official_sampler:
             o = OFFICIAL_SAMPLER
             return replace(self, steps=o["n_steps"], mode=o["mode"], history_noise=o["history_noise"])
