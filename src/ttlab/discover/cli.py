@@ -11,6 +11,7 @@ from ttlab.common.config import parse_config
 from ttlab.common.errors import UserError
 from ttlab.discover.config import PolishConfig, SearchConfig, TrainConfig, VerifyConfig
 from ttlab.discover.constructions import load_constructions
+from ttlab.discover.flags import check_polish, check_search, check_train
 from ttlab.discover.llm.models import resolve_model
 from ttlab.discover.llm.presets import TRAIN_PRESETS
 from ttlab.discover.loop import run_search
@@ -64,6 +65,7 @@ def cmd_verify(argv: list[str]) -> int:
 
 def cmd_search(argv: list[str]) -> int:
     cfg = parse_config(SearchConfig, SEARCH_PRESETS, argv=argv, prog="ttlab discover search")
+    check_search(cfg)
     rec = run_search(cfg)
     return 0 if rec.get("valid") else 1
 
@@ -72,6 +74,7 @@ def cmd_polish(argv: list[str]) -> int:
     cfg = parse_config(PolishConfig, POLISH_PRESETS, argv=argv, prog="ttlab discover polish")
     if cfg.file is None:
         raise UserError("FILE is required (usage: ttlab discover polish FILE [--task erdos] [--time-limit 5m])")
+    check_polish(cfg)
     rec = run_polish(cfg)
     claim = rec.get("exact", {}).get("claim")
     return 1 if claim is not None and not claim["holds"] else 0
@@ -80,6 +83,7 @@ def cmd_polish(argv: list[str]) -> int:
 def cmd_train(argv: list[str]) -> int:
     """`ttlab discover train --task erdos --model PATH --preset NAME [...]`."""
     cfg = parse_config(TrainConfig, TRAIN_PRESETS, argv=argv, prog="ttlab discover train")
+    check_train(cfg)
     try:
         resolve_model(cfg.policy.model)
     except (OSError, ValueError, ImportError) as e:  # no such model, or a format whose optional reader is missing
@@ -109,6 +113,7 @@ def cmd_warmstart(argv: list[str]) -> int:
     cfg = parse_config(TrainConfig, TRAIN_PRESETS, argv=argv, prog="ttlab discover warmstart")
     if not cfg.warm_start or cfg.task != "erdos":
         raise UserError(f"--preset {name}: no warm start to build (needs --warm-start and --task erdos)")
+    check_train(cfg)
     try:
         resolve_model(cfg.policy.model)
     except (OSError, ValueError, ImportError) as e:

@@ -20,12 +20,12 @@ import numpy as np
 
 from ttlab.common.checkpoint import atomic_write_text
 from ttlab.common.duration import parse_duration
-from ttlab.common.errors import UserError
 from ttlab.common.logging import Logger
 from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages
 from ttlab.discover.blocks import clock_wall_factor, log_tail, program_meta, with_blocks
 from ttlab.discover.config import SearchConfig
+from ttlab.discover.flags import check_search
 from ttlab.discover.init_tree import load_verified_tree
 from ttlab.discover.llm.http_proposer import HTTPProposer
 from ttlab.discover.proposers import LibraryProposer, Proposer, library_programs, read_settings
@@ -127,8 +127,7 @@ def run_search(cfg: SearchConfig, proposer: Proposer | None = None, log=print, o
     every step with step, t (s), evals, valid and best_score (benchmarks record best-vs-time with it)."""
     budget = parse_duration(cfg.time_limit) or float("inf")
     cpu_budget = parse_duration(cfg.cpu_budget, "--cpu-budget") or math.inf
-    if not cfg.program_wall_factor >= 1.0:
-        raise UserError(f"--program-wall-factor {cfg.program_wall_factor}: must be >= 1")
+    check_search(cfg)
     task = get_task(cfg.task)
     proposer = proposer or make_proposer(cfg)  # before the run dir: a bad flag leaves nothing behind
     known = Known.for_task(task, cfg.known)

@@ -27,6 +27,7 @@ from ttlab.common.outdir import writable_parent
 from ttlab.discover.blocks import with_blocks
 from ttlab.discover.config import PolishConfig
 from ttlab.discover.constructions import load_constructions
+from ttlab.discover.flags import check_polish
 from ttlab.discover.proposers import library_programs, read_settings, render
 from ttlab.discover.provenance import Known, program_hash
 from ttlab.discover.sandbox import Limits, run_program
@@ -95,8 +96,7 @@ def run_polish(cfg: PolishConfig, log=print) -> dict:
     programs = library_programs(task.name)
     if cfg.program not in programs:
         raise ValueError(f"--program {cfg.program!r}: task {task.name} has {', '.join(sorted(programs))}")
-    if cfg.upsample < 1:
-        raise ValueError(f"--upsample must be >= 1, got {cfg.upsample}")
+    check_polish(cfg)
     budget = parse_duration(cfg.time_limit)
     if budget <= 0:
         raise UserError("--time-limit: polish needs a time limit (e.g. 5m)")

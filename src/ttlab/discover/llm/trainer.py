@@ -41,6 +41,7 @@ from ttlab.common.runs import make_run_dir
 from ttlab.discover.advantages import group_advantages, group_betas, group_betas_at_cap
 from ttlab.discover.blocks import clock_wall_factor, with_blocks
 from ttlab.discover.config import TrainConfig
+from ttlab.discover.flags import check_train
 from ttlab.discover.init_tree import load_verified_tree
 from ttlab.discover.llm.generation import Generation
 from ttlab.discover.llm.learn import learn
@@ -69,18 +70,7 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, policy: LLMPolicy | None = None, executor: Any = None, log=print):
         self.cfg, self.log = cfg, log
-        if cfg.advantage not in ("entropic", "grpo"):
-            raise ValueError(f"--advantage {cfg.advantage!r}: expected entropic or grpo")
-        if cfg.adv_group not in ("state", "state_start"):
-            raise ValueError(f"--adv-group {cfg.adv_group!r}: expected state or state_start")
-        if cfg.kl_ref not in ("base", "init"):
-            raise ValueError(f"--kl-ref {cfg.kl_ref!r}: expected base or init")
-        if cfg.fail_mode not in ("floor", "zero"):
-            raise ValueError(f"--fail-mode {cfg.fail_mode!r}: expected floor or zero")
-        if cfg.states_per_step < 1 or cfg.rollouts_per_state < 1:
-            raise ValueError("--states-per-step and --rollouts-per-state must be >= 1")
-        if cfg.prompt_format not in PROMPT_FORMATS:
-            raise ValueError(f"--prompt-format {cfg.prompt_format!r}: expected one of {sorted(PROMPT_FORMATS)}")
+        check_train(cfg)  # every flag in range before a model is loaded or a run directory made
         self.build_prompt = PROMPT_FORMATS[cfg.prompt_format]
         self.answer_prefix = ANSWER_PREFIXES[cfg.prompt_format](get_task(cfg.task))
         self.task = get_task(cfg.task)
