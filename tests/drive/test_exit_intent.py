@@ -63,9 +63,9 @@ def test_joint_logits_factorise_when_open_and_pin_candidate_0_when_closed():
 
 
 def test_bad_configs_are_refused():
-    with pytest.raises(ValueError, match="exit_intent needs hidden_goal"):
+    with pytest.raises(ValueError, match="--env.exit-intent needs hidden_goal"):
         EnvConfig(exit_intent=True).validate()
-    with pytest.raises(ValueError, match="exit_intent needs"):
+    with pytest.raises(ValueError, match="exit-intent needs"):
         dataclasses.replace(hidden_exit().env, action="continuous").validate()
     with pytest.raises(ValueError, match="progress_target='intent' needs exit_intent"):
         dataclasses.replace(hidden_exit(intent=False).env, progress_target="intent").validate()

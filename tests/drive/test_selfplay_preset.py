@@ -102,7 +102,7 @@ def test_collision_penalty_schedule_holds_then_ramps_and_reaches_the_env_rewards
     seen = []
     train(cfg, on_log=lambda update, m: seen.append(m["charts/reward_collision"]))
     assert seen == pytest.approx([-0.5, -0.5, -0.5, -1.25, -2.0])  # the penalty each update's rollout ended on
-    with pytest.raises(ValueError, match="reward_schedule_start"):
+    with pytest.raises(ValueError, match=r"--reward-schedule-start 1.0: must be in \[0, 1\)"):
         train(dataclasses.replace(cfg, reward_schedule_start=1.0))
 
 

@@ -38,7 +38,7 @@ def test_cli_render_writes_video(tmp_path):
 
 
 def test_bad_config_names_the_field():
-    with pytest.raises(ValueError, match="goal_behavior"):
+    with pytest.raises(ValueError, match="--env.goal-behavior"):
         _env(goal_behavior="teleport")
     with pytest.raises(ValueError, match="hidden_goal"):
         _env(hidden_goal=True)

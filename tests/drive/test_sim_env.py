@@ -288,7 +288,7 @@ def test_progress_shaping_pays_metres_gained_toward_the_goal():
         gained = torch.where(ego, d0 - d1, torch.zeros_like(d0))
         torch.testing.assert_close(r1 - r0, 0.1 * gained, rtol=0, atol=1e-5)
         assert (gained[ego] > 0).any()  # coasting down the lane gets closer to the goal
-    with pytest.raises(ValueError, match="reward_progress"):
+    with pytest.raises(ValueError, match="--env.reward-progress"):
         EnvConfig(hidden_goal=True, reward_progress=0.1).validate()
 
 
@@ -330,7 +330,7 @@ def test_conflict_reward_is_paid_per_tick_on_a_collision_course():
 
 @pytest.mark.parametrize("field", ["conflict_horizon", "conflict_radius"])
 def test_conflict_geometry_must_be_positive(field):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises(ValueError, match="--env." + field.replace("_", "-")):
         EnvConfig(reward_conflict=-0.05, **{field: 0.0}).validate()
 
 
@@ -347,5 +347,5 @@ def test_scene_order_cycle_plays_env_e_episode_k_on_scene_e_plus_k_envs():
             if int(env.ep_step[e]) == 0:  # a new episode started on this env
                 seen[e].append(int(env.scene[e]))
     assert [x[:4] for x in seen] == [[0, 2, 4, 1], [1, 3, 0, 2]]
-    with pytest.raises(ValueError, match="scene_order"):
+    with pytest.raises(ValueError, match="--env.scene-order"):
         EnvConfig(scene_order="sequential").validate()

@@ -9,45 +9,10 @@ and so do `run_search`, `run_polish` and the `Trainer` for callers that build a 
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
-
 from ttlab.common.errors import UserError
+from ttlab.common.flags import above, at_least, one_of, within
 from ttlab.discover.config import PolicyConfig, PolishConfig, SearchConfig, TrainConfig, WarmStartConfig
 from ttlab.discover.prompts import PROMPT_FORMATS
-
-
-def _flag(name: str, prefix: str = "") -> str:
-    return f"--{prefix}{name.replace('_', '-')}"
-
-
-def at_least(cfg: object, names: Iterable[str], low: float, prefix: str = "") -> None:
-    """Each named field >= low (NaN fails)."""
-    for n in names:
-        v = getattr(cfg, n)
-        if not v >= low:
-            raise UserError(f"{_flag(n, prefix)} {v}: must be >= {low:g}")
-
-
-def above(cfg: object, names: Iterable[str], low: float, prefix: str = "") -> None:
-    """Each named field > low and finite."""
-    for n in names:
-        v = getattr(cfg, n)
-        if not (v > low and math.isfinite(v)):
-            raise UserError(f"{_flag(n, prefix)} {v}: must be > {low:g}")
-
-
-def within(cfg: object, name: str, lo: float, hi: float, hi_open: bool = False, prefix: str = "") -> None:
-    """lo <= field <= hi (or < hi)."""
-    v = getattr(cfg, name)
-    if not (lo <= v and (v < hi if hi_open else v <= hi)):
-        raise UserError(f"{_flag(name, prefix)} {v}: must be in [{lo:g}, {hi:g}{')' if hi_open else ']'}")
-
-
-def one_of(cfg: object, name: str, choices: Iterable[str], prefix: str = "") -> None:
-    v, choices = getattr(cfg, name), tuple(choices)
-    if v not in choices:
-        raise UserError(f"{_flag(name, prefix)} {v!r}: expected one of {', '.join(choices)}")
 
 
 def check_search(cfg: SearchConfig) -> None:

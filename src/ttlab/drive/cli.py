@@ -9,6 +9,7 @@ from typing import Literal
 from ttlab.common.cli import dispatch
 from ttlab.common.config import parse_config
 from ttlab.common.device import resolve_device
+from ttlab.common.flags import at_least
 from ttlab.common.logging import console
 from ttlab.common.outdir import writable_parent
 from ttlab.drive.config import EnvConfig, GoalBehaviour, TrainConfig
@@ -59,6 +60,8 @@ class RenderConfig:
 
 def render_main(argv: list[str]) -> int:
     cfg = parse_config(RenderConfig, None, argv, prog="ttlab drive render")
+    at_least(cfg, ("steps", "k_trials", "trial_length", "fps"), 1)
+    at_least(cfg, ("size",), 16)
     writable_parent("--out", cfg.out)
     if cfg.checkpoint is not None:
         return _render_policy(cfg)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
+from ttlab.common.errors import UserError
+from ttlab.common.flags import above, at_least, one_of
 from ttlab.drive.sim.dynamics import DynamicsLimits
 
 EventBehaviour = Literal["ignore", "stop", "remove"]
@@ -147,38 +149,34 @@ class EnvConfig:
     """torch.compile the torch observation builder and contact tests (first steps pay the compile)."""
 
     def validate(self) -> None:
-        def check(name: str, value: str, allowed: tuple[str, ...]) -> None:
-            if value not in allowed:
-                raise ValueError(f"EnvConfig.{name}={value!r}: expected one of {allowed}")
-
-        check("dynamics", self.dynamics, ("classic", "jerk"))
-        check("scene_order", self.scene_order, ("random", "cycle"))
-        check("action", self.action, ("discrete", "continuous"))
-        check("goal_behavior", self.goal_behavior, GOAL_BEHAVIOURS)
-        check("collision_behavior", self.collision_behavior, EVENT_BEHAVIOURS)
-        check("offroad_behavior", self.offroad_behavior, EVENT_BEHAVIOURS)
-        check("control_mode", self.control_mode, ("all", "ego_only", "replay"))
+        """Every field in range; errors name the CLI flag (`--env.num-envs 0: must be >= 1`)."""
+        pre = "env."
+        one_of(self, "dynamics", ("classic", "jerk"), pre)
+        one_of(self, "scene_order", ("random", "cycle"), pre)
+        one_of(self, "action", ("discrete", "continuous"), pre)
+        one_of(self, "goal_behavior", GOAL_BEHAVIOURS, pre)
+        one_of(self, "collision_behavior", EVENT_BEHAVIOURS, pre)
+        one_of(self, "offroad_behavior", EVENT_BEHAVIOURS, pre)
+        one_of(self, "control_mode", ("all", "ego_only", "replay"), pre)
         if not 0.0 < self.box_scale <= 1.0:
-            raise ValueError(f"EnvConfig.box_scale={self.box_scale}: expected a value in (0, 1]")
-        check("backend", self.backend, ("auto", "native", "torch"))
-        check("progress_target", self.progress_target, ("goal", "nearest_exit", "intent"))
+            raise UserError(f"--env.box-scale {self.box_scale}: must be in (0, 1]")
+        one_of(self, "backend", ("auto", "native", "torch"), pre)
+        one_of(self, "progress_target", ("goal", "nearest_exit", "intent"), pre)
         if self.exit_intent and not (self.hidden_goal and self.goal_behavior == "trial" and self.action == "discrete"):
-            raise ValueError("EnvConfig.exit_intent needs hidden_goal=True, goal_behavior='trial' and discrete "
-                             f"actions (got hidden_goal={self.hidden_goal}, goal_behavior={self.goal_behavior!r}, "
-                             f"action={self.action!r})")
+            raise UserError("--env.exit-intent needs hidden_goal=True, goal_behavior='trial' and discrete "
+                            f"actions (got hidden_goal={self.hidden_goal}, goal_behavior={self.goal_behavior!r}, "
+                            f"action={self.action!r})")
         if self.progress_target == "intent" and not self.exit_intent:
-            raise ValueError("EnvConfig.progress_target='intent' needs exit_intent=True")
+            raise UserError("--env.progress-target: progress_target='intent' needs exit_intent=True")
         if self.hidden_goal and self.reward_progress and self.progress_target == "goal":
-            raise ValueError("EnvConfig.reward_progress with progress_target='goal' is refused with hidden_goal=True: "
-                             "shaping toward the true goal would reveal it (use progress_target='nearest_exit')")
+            raise UserError("--env.reward-progress with progress_target='goal' is refused with hidden_goal=True: "
+                            "shaping toward the true goal would reveal it (use progress_target='nearest_exit')")
         if self.progress_target == "nearest_exit" and not self.hidden_goal:
-            raise ValueError("EnvConfig.progress_target='nearest_exit' needs hidden_goal=True (candidate exits)")
-        for name in ("num_envs", "max_agents", "k_trials", "trial_length", "episode_length", "report_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"EnvConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("conflict_horizon", "conflict_radius"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"EnvConfig.{name} must be > 0, got {getattr(self, name)}")
+            raise UserError("--env.progress-target: progress_target='nearest_exit' needs hidden_goal=True "
+                            "(candidate exits)")
+        at_least(self, ("num_envs", "max_agents", "k_trials", "trial_length", "episode_length", "report_steps"), 1, pre)
+        at_least(self, ("init_steps", "road_slots", "partner_slots", "edge_slots", "collision_candidates"), 0, pre)
+        above(self, ("conflict_horizon", "conflict_radius", "goal_radius", "grid_cell"), 0, pre)
 
 
 @dataclass

@@ -25,6 +25,7 @@ from ttlab.common.logging import Logger, console, progress
 from ttlab.common.runs import make_run_dir
 from ttlab.drive.bc import cat, clone, collect
 from ttlab.drive.config import EnvConfig, TrainConfig
+from ttlab.drive.flags import check_train
 from ttlab.drive.partners import build_population
 from ttlab.drive.policy import build_policy
 from ttlab.drive.policy_io import env_horizon, is_continuous, load_policy  # noqa: F401 (re-exported)
@@ -97,10 +98,7 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
     """Train; returns the last logged metrics (plus `update`, `agent_steps`, `run_dir`).
 
     `on_log(update, metrics)`, when given, is called with every logged metrics dict (benchmarks keep curves)."""
-    if not 0.0 <= cfg.reward_schedule_start < 1.0:
-        raise ValueError(f"reward_schedule_start must be in [0, 1), got {cfg.reward_schedule_start}")
-    if cfg.reward_collision_end is not None and cfg.env.reward_conditioning:
-        raise ValueError("reward_collision_end: env.reward_conditioning draws its own weights per episode")
+    check_train(cfg)  # every flag in range before a scene is loaded or a run directory made
     limit_s = parse_duration(cfg.time_limit)
     device = resolve_device(cfg.device)
     seed_everything(cfg.seed)
@@ -118,8 +116,6 @@ def train(cfg: TrainConfig, env=None, on_log=None) -> dict[str, float]:
         set_rng_state(ck["rng"])
         console.print(f"resumed {run.path} at update {update} ({agent_steps} agent-steps)")
     co = None
-    if cfg.partners and cfg.coplayers:
-        raise ValueError("--partners and --coplayers are exclusive (a population, or co-players in some envs)")
     if cfg.partners:
         co = build_population(cfg.partners, cfg.partner_weights, env, device)
     if cfg.coplayers:

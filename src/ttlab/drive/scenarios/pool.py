@@ -167,14 +167,21 @@ def load_scenarios(source: str | Path | ProceduralSpec) -> list[Scenario]:
     """Scenes from a procedural spec, a crossing spec ('crossing:n=..,seed=..'), a cache directory (index.json), a
     JSON directory or one JSON file; several sources joined by ';' are concatenated, and a file or directory source
     may carry ego options after '?' (`scenarios.select`: which vehicles drive, one scene per ego, local views,
-    repetition)."""
+    repetition). A source that yields no scene is an error naming it."""
+    scenes = _load_scenarios(source)
+    if not scenes:
+        raise ValueError(f"scenario source {str(source)!r}: no scenes (e.g. n=0, or ego options that select none)")
+    return scenes
+
+
+def _load_scenarios(source: str | Path | ProceduralSpec) -> list[Scenario]:
     if isinstance(source, ProceduralSpec):
         return source.scenes()
     if isinstance(source, str) and ";" in source:
-        return [sc for part in source.split(";") if part.strip() for sc in load_scenarios(part.strip())]
+        return [sc for part in source.split(";") if part.strip() for sc in _load_scenarios(part.strip())]
     if isinstance(source, str) and "?" in source and not source.startswith("procedural"):
         path, _, query = source.partition("?")
-        return select(load_scenarios(path), EgoSelection.parse(query, source))
+        return select(_load_scenarios(path), EgoSelection.parse(query, source))
     if isinstance(source, str) and source.split(":", 1)[0] == "procedural":
         return ProceduralSpec.parse(source).scenes()
     if isinstance(source, str) and source.split(":", 1)[0] == "crossing":  # the partner-adaptation family
