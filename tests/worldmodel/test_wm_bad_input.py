@@ -177,11 +177,24 @@ def test_rollout_flags_and_npy_files_are_named(run_dir, tmp_path, capsys):
     (["--num-frames", "1"], "--n-ctx 1 --num-frames 1"),
     (["--lr", "-1"], "--lr -1.0: must be > 0"),
     (["--val-fraction", "1.5"], "--val-fraction 1.5: must be in [0, 1)"),
+    (["--sample-steps", "0"], "--sample-steps 0: must be >= 1"),  # was: trained, then validated with no steps
+    (["--ema-decay", "2"], "--ema-decay 2.0: must be in [0, 1]"),  # was: trained a diverging EMA
+    (["--weight-decay", "-1"], "--weight-decay -1.0: must be >= 0"),  # was: trained
+    (["--num-workers", "-1"], "--num-workers -1: must be >= 0"),  # was: the DataLoader's message
+    (["--sample-mode", "zigzag"], "--sample-mode 'zigzag': expected one of"),
 ])
 def test_train_flags_that_cannot_train_fail_before_a_run_directory_exists(tmp_path, capsys, flags, needle):
     _one_line_error(capsys, ["wm", "train", "--preset", "debug", "--root", str(tmp_path / "runs"), "--device", "cpu",
                              *flags], "ttlab wm train", needle)
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("name", ["debug", "pusht_map", "pusht_cpu", "csgo_l2", "abl_pred_flow", "tiny_pusht"])
+def test_the_presets_pass_the_train_checks(name):
+    from ttlab.worldmodel.presets import TRAIN_PRESETS
+    from ttlab.worldmodel.train import check_train_flags
+
+    check_train_flags(TRAIN_PRESETS[name]())
 
 
 def test_play_names_a_bad_script_key_and_an_episode_out_of_range(run_dir, capsys, monkeypatch):

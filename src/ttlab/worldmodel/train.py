@@ -47,6 +47,7 @@ from ttlab.worldmodel.data.episodes import default_cache_bytes
 from ttlab.worldmodel.data.sources import detect_format, open_source
 from ttlab.worldmodel.data.windows import WindowDataset, split_episodes
 from ttlab.worldmodel.diffusion import Objective, sample_window
+from ttlab.worldmodel.diffusion.samplers import MODES
 from ttlab.worldmodel.diffusion.self_forcing import rollout_context_clips
 from ttlab.worldmodel.distributed import GlobalBatchSampler, global_draws, launched_rank
 from ttlab.worldmodel.metrics import frame_metrics
@@ -416,9 +417,19 @@ def check_train_flags(cfg: TrainConfig) -> None:
     for flag, value in (("--max-steps", cfg.max_steps), ("--batch-size", cfg.batch_size),
                         ("--frame-interval", cfg.frame_interval), ("--val-every", cfg.val_every),
                         ("--checkpoint-every", cfg.checkpoint_every), ("--val-samples", cfg.val_samples),
-                        ("--log-every", cfg.log_every)):
+                        ("--log-every", cfg.log_every), ("--sample-steps", cfg.sample_steps)):
         if value < 1:
             raise ValueError(f"{flag} {value}: must be >= 1")
+    for flag, value in (("--warmup-steps", cfg.warmup_steps), ("--num-workers", cfg.num_workers),
+                        ("--weight-decay", cfg.weight_decay), ("--grad-clip", cfg.grad_clip),
+                        ("--budget-minutes", cfg.budget_minutes)):
+        if not value >= 0:
+            raise ValueError(f"{flag} {value}: must be >= 0")
+    for flag, value in (("--ema-decay", cfg.ema_decay), ("--min-lr-ratio", cfg.min_lr_ratio)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{flag} {value}: must be in [0, 1]")
+    if cfg.sample_mode not in MODES:
+        raise ValueError(f"--sample-mode {cfg.sample_mode!r}: expected one of {', '.join(MODES)}")
     if not 1 <= cfg.n_ctx < cfg.num_frames:
         raise ValueError(f"--n-ctx {cfg.n_ctx} --num-frames {cfg.num_frames}: need 1 <= n_ctx < num_frames")
     if not cfg.lr > 0:
