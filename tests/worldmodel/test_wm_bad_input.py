@@ -46,6 +46,10 @@ def test_data_pusht_and_encode_flag_errors_are_one_line(tmp_path, capsys):
     write_pusht(tmp_path / "d", lens=[4, 5])
     _one_line_error(capsys, ["wm", "encode", "--data", str(tmp_path / "d"), "--out", str(tmp_path / "lat")],
                     "ttlab wm encode", "--codec is required")
+    for flags, needle in [(["--batch-size", "0"], "--batch-size 0: must be >= 1"),  # was: looped forever
+                          (["--size", "-4"], "--size -4: must be >= 0")]:  # was: written into the header
+        _one_line_error(capsys, ["wm", "encode", "--codec", "pixel", "--data", str(tmp_path / "d"),
+                                 "--out", str(tmp_path / "lat"), *flags], "ttlab wm encode", needle)
     assert not (tmp_path / "lat").exists()
 
 

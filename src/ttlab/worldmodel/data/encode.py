@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ttlab.common.config import ConfigError, parse_config
 from ttlab.common.device import resolve_device
+from ttlab.common.flags import at_least
 from ttlab.worldmodel.codecs.load import load_codec
 from ttlab.worldmodel.data.episodes import drop_bad
 from ttlab.worldmodel.data.latents import DTYPES, encode_source
@@ -47,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ConfigError("--codec is required (a codec checkpoint, a diffusers VAE directory, or pixel)")
     if cfg.dtype not in DTYPES:
         raise ConfigError(f"--dtype must be one of {DTYPES}, got {cfg.dtype!r}")
+    at_least(cfg, ("batch_size",), 1)  # 0 looped forever
+    at_least(cfg, ("size",), 0)  # a negative size was written into the dataset's header
     src = open_source(cfg.data, cfg.format)
     skipped: list[str] = []
     if cfg.skip_bad:
