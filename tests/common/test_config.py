@@ -89,3 +89,6 @@ def test_load_config_errors_name_the_file(tmp_path):
         load_config(Cfg, p)
     with pytest.raises(ConfigError, match="missing.json"):
         load_config(Cfg, tmp_path / "missing.json")
+    p.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="bad.json: expected a JSON object, got list"):
+        load_config(Cfg, p)

@@ -156,7 +156,8 @@ def save_config(cfg: Any, path: str | Path) -> None:
     atomic_write_text(Path(path), json.dumps(to_dict(cfg), indent=2, sort_keys=True) + "\n")
 
 
-def load_config(cls: type[T], path: str | Path) -> T:
+def read_config_dict(path: str | Path) -> dict[str, Any]:
+    """The JSON object in a saved `config.json`, or a `ConfigError` naming what is wrong with the file."""
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -164,4 +165,10 @@ def load_config(cls: type[T], path: str | Path) -> T:
         raise ConfigError(f"config file not found: {path}") from e
     except json.JSONDecodeError as e:
         raise ConfigError(f"{path}: not valid JSON ({e})") from e
-    return from_dict(cls, data)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def load_config(cls: type[T], path: str | Path) -> T:
+    return from_dict(cls, read_config_dict(path))

@@ -12,7 +12,6 @@ Presets (plain functions returning one of these) live in `presets.py` (search, p
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from typing import Any, Literal
 
 import tyro
 
-from ttlab.common.config import ConfigError, from_dict
+from ttlab.common.config import from_dict, read_config_dict
 
 TaskName = Literal["erdos", "ac1", "ac2", "circle26", "circle32"]
 """The tasks with exact verifiers (`ttlab.discover.tasks`)."""
@@ -414,13 +413,5 @@ def train_config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
 
 def load_train_config(path: str | Path) -> TrainConfig:
     """The `TrainConfig` a `ttlab discover train` run saved (`<run>/config.json`), old layouts included."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError as e:
-        raise ConfigError(f"config file not found: {path}") from e
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: not valid JSON ({e})") from e
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    data = read_config_dict(path)
     return train_config_from_dict(data)
