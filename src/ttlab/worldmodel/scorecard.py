@@ -89,6 +89,21 @@ def _scores(name: str, pred: torch.Tensor, true: torch.Tensor, pose: torch.Tenso
         out.setdefault(f"{name}/{k}", []).append(v.cpu())
 
 
+def _score_arms(pred: torch.Tensor, pred_other: torch.Tensor, last_ctx: torch.Tensor, true: torch.Tensor,
+                pose: torch.Tensor, baselines: Baselines, out: dict[str, list[torch.Tensor]], stlpips: bool) -> None:
+    """Score the model (true and other actions) beside copy-last, the mean frame and the blend, all (B, Fp, C, H,
+    W) against `true`; `last_ctx` (B, 1, C, H, W) is the last context frame."""
+    last = last_ctx.expand_as(true)
+    mean = baselines.mean_frame.expand_as(true)
+    al = torch.tensor(baselines.blend_alpha[:true.shape[1]]).view(1, -1, 1, 1, 1)  # one mix per predicted frame
+    blend = quantize(al * last + (1 - al) * mean)
+    net = perceptual.load_for(true) if stlpips else None
+    tf = perceptual.frame_features(net, true) if net is not None else None
+    for name, p in (("model", pred), ("model_other_actions", pred_other), ("copy_last", last), ("mean_frame", mean),
+                    ("blend", blend)):
+        _scores(name, p, true, pose, out, tf)
+
+
 def _other(episodes: list[int]) -> list[int]:
     """A permutation pairing every item with one of another episode (a roll by one; all distinct if possible)."""
     n = len(episodes)
@@ -139,15 +154,7 @@ def score_windows(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: i
         other = a[_other(eps)]
         pred_o = quantize(sample_window(model, obj, ctx, other, F - n_ctx, steps, mode, history_noise, 1.0, g,
                                         eta=eta))[:, n_ctx:]
-        last = ctx[:, -1:].expand_as(true)
-        mean = baselines.mean_frame.expand_as(true)
-        al = torch.tensor(baselines.blend_alpha[:F - n_ctx]).view(1, -1, 1, 1, 1)
-        blend = quantize(al * last + (1 - al) * mean)
-        net = perceptual.load_for(true) if stlpips else None
-        tf = perceptual.frame_features(net, true) if net is not None else None
-        for name, p in (("model", pred), ("model_other_actions", pred_o), ("copy_last", last), ("mean_frame", mean),
-                        ("blend", blend)):
-            _scores(name, p, true, pose, per, tf)
+        _score_arms(pred, pred_o, ctx[:, -1:], true, pose, baselines, per, stlpips)
         per.setdefault("seed_pair/psnr", []).append(psnr(pred, pred2))
         floor = object_scores(true, true, pose)  # the pose reader's own error on true frames
         for k in ("agent_px", "tee_px", "tee_deg"):
@@ -195,15 +202,7 @@ def score_rollouts(model, obj, val_ds, baselines: Baselines, n_ctx: int, steps: 
                                   mode=mode, history_noise=history_noise, clip=1.0, generator=g, eta=eta,
                                   keep=keep))[:, n_ctx:]
         true = gt[:, n_ctx:]
-        last = start[:, -1:].expand_as(true)
-        mean = baselines.mean_frame.expand_as(true)
-        al = torch.tensor(baselines.blend_alpha[:horizon - n_ctx]).view(1, -1, 1, 1, 1)
-        blend = quantize(al * last + (1 - al) * mean)
-        net = perceptual.load_for(true) if stlpips else None
-        tf = perceptual.frame_features(net, true) if net is not None else None
-        for name, p in (("model", pred), ("model_other_actions", pred_o), ("copy_last", last), ("mean_frame", mean),
-                        ("blend", blend)):
-            _scores(name, p, true, pose, per, tf)
+        _score_arms(pred, pred_o, start[:, -1:], true, pose, baselines, per, stlpips)
         if first is None:
             first = (gt, torch.cat([start, pred], 1), torch.cat([start, pred_o], 1))
     res = _summarise(per)
