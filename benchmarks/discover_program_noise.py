@@ -108,34 +108,27 @@ def summary(a: list[dict], b: list[dict]) -> dict:
 
 
 def plot(res: dict, path: Path) -> None:
-    """|C5 quiet - C5 loaded| per program and clock on a log axis (equal runs drawn at the floor), with PIL."""
-    from PIL import Image, ImageDraw
+    """|C5 quiet - C5 loaded| per program and clock on a log axis (equal runs drawn at the floor)."""
+    import charts  # a sibling module; matplotlib only when a plot is asked for
 
-    W, H, x0, y0 = 640, 320, 70, 40
-    w, h = W - x0 - 20, H - y0 - 50
-    lo, hi = -12, -3  # log10 range; an exact repeat is drawn at 1e-12
-    img = Image.new("RGB", (W, H), "white")
-    d = ImageDraw.Draw(img)
-    d.text((10, 8), "same program + seed, run quiet then with a busy core: |dC5| (bottom row: identical)", fill="black")
-    d.rectangle([x0, y0, x0 + w, y0 + h], outline="gray")
-    for e in range(lo, hi + 1, 3):
-        y = y0 + h * (hi - e) / (hi - lo)
-        d.text((x0 - 42, y - 6), f"1e{e}", fill="black")
-        d.line([x0, y, x0 + w, y], fill=(225, 225, 225))
+    lo, hi = 1e-12, 1e-3  # an exact repeat is drawn at 1e-12
     colors = {"time": (214, 39, 40), "work": (31, 119, 180)}
-    n = len(res["codes"])
+    fig, (ax,) = charts.panels(1, size=(7.0, 3.6), title="same program + seed, run quiet then with a busy core: "
+                               "|dC5| (bottom row: identical)")
     for k, clock in enumerate(res["clocks"]):
         runs = res["runs"][clock]
-        for i, (a, b) in enumerate(zip(runs["quiet"], runs["loaded"], strict=True)):
-            if a["c5"] is None or b["c5"] is None:
-                continue
-            e = max(lo, min(hi, np.log10(max(abs(a["c5"] - b["c5"]), 1e-12))))
-            x = x0 + w * (i + 0.5 + 0.2 * (k - 0.5)) / n
-            y = y0 + h * (hi - e) / (hi - lo)
-            d.ellipse([x - 3, y - 3, x + 3, y + 3], fill=colors.get(clock, (0, 0, 0)))
-        d.text((x0 + 10 + 160 * k, y0 + h + 24), f"clock: {clock}", fill=colors.get(clock, (0, 0, 0)))
-    d.text((x0, y0 + h + 8), f"programs 1-{res['programs_llm']}: LLM warm start; then random blocks", fill="black")
-    img.save(path)
+        pts = [(i + 1 + 0.2 * (k - 0.5), min(hi, max(abs(a["c5"] - b["c5"]), lo)))
+               for i, (a, b) in enumerate(zip(runs["quiet"], runs["loaded"], strict=True))
+               if a["c5"] is not None and b["c5"] is not None]
+        ax.plot([x for x, _ in pts], [y for _, y in pts], "o", ms=4, color=charts.rgb(colors.get(clock, (0, 0, 0))),
+                label=f"clock: {clock}", clip_on=False)
+    ax.set_yscale("log")
+    ax.set_ylim(lo, hi)
+    ax.set_xlim(0.5, len(res["codes"]) + 0.5)
+    ax.set_xlabel(f"program (1-{res['programs_llm']}: LLM warm start; then random blocks)")
+    ax.set_ylabel("|C5 quiet - C5 loaded|")
+    charts.legend_outside(ax)
+    charts.save(fig, path)
 
 
 def main() -> None:

@@ -45,48 +45,30 @@ HAUGLAND = 0.380927
 
 
 def plot(res: dict, path: Path) -> None:
-    """Best C5 against wall time, one line per seed, with the published bounds (PIL: no matplotlib needed)."""
-    from PIL import Image, ImageDraw
+    """Best C5 against wall time, one step line per seed, with the published bounds."""
+    import charts  # a sibling module; matplotlib only when a plot is asked for
 
-    w, h, m = 900, 520, 70
-    img = Image.new("RGB", (w, h), "white")
-    d = ImageDraw.Draw(img)
     seeds = res["seeds"]
     tmax = max(max((p["t"] for p in s["curve"]), default=1.0) for s in seeds) or 1.0
     lo = min(min(s["best_score"] for s in seeds), RECORD) - 2e-6
     firsts = [p["best_score"] for s in seeds for p in s["curve"][:1] if np.isfinite(p["best_score"])]
     hi = min(0.3816, max(0.38095, max(firsts, default=0.3812)))
-
-    def xy(t, c):
-        c = min(max(c, lo), hi)
-        return m + (w - 2 * m) * t / tmax, h - m - (h - 2 * m) * (c - lo) / (hi - lo)
-
-    d.rectangle([m, m, w - m, h - m], outline="black")
-    for name, b, col in [("Haugland 0.380927", HAUGLAND, (150, 150, 150)), ("AlphaEvolve 0.380924", ALPHAEVOLVE,
-                         (200, 120, 0)), (f"TTT-Discover record {RECORD}", RECORD, (200, 0, 0))]:
-        y = xy(0, b)[1]
-        d.line([m, y, w - m, y], fill=col)
-        d.text((w - m - 230, y - 12), name, fill=col)
+    fig, (ax,) = charts.panels(1, size=(9.0, 4.6), title=f"Erdos C5 (lower is better): offline library search from "
+                               f"random starts, {res['config']['workers']} workers, load {res['machine']['load_start'][0]}")
+    charts.reference(ax, HAUGLAND, "Haugland 0.380927", charts.rgb((150, 150, 150)))
+    charts.reference(ax, ALPHAEVOLVE, "AlphaEvolve 0.380924", charts.rgb((200, 120, 0)), below=True)
+    charts.reference(ax, RECORD, f"TTT-Discover record {RECORD}", charts.rgb((200, 0, 0)))
     colors = [(0, 90, 200), (0, 150, 60), (140, 0, 160), (0, 160, 160), (120, 80, 0)]
     for i, s in enumerate(seeds):
         curve = [p for p in s["curve"] if np.isfinite(p["best_score"])]  # a step whose best failed re-verification
-        pts = []  # a step line from the first result on (nothing is known before a step ends)
-        for p in curve:
-            if pts:
-                pts.append((xy(p["t"], p["best_score"])[0], pts[-1][1]))
-            pts.append(xy(p["t"], p["best_score"]))
-        if len(pts) > 1:
-            d.line(pts, fill=colors[i % len(colors)], width=2)
-        d.text((m + 8, m + 8 + 14 * i), f"seed {s['seed']}: best {s['best_score']:.7f}", fill=colors[i % len(colors)])
-    for k in range(5):
-        c = lo + (hi - lo) * k / 4
-        d.text((4, xy(0, c)[1] - 6), f"{c:.6f}", fill="black")
-        t = tmax * k / 4
-        d.text((xy(t, lo)[0] - 10, h - m + 6), f"{t:.0f}s", fill="black")
-    d.text((m, 20), f"Erdos C5 (lower is better): offline library search from random starts, "
-                    f"{res['config']['workers']} workers, load {res['machine']['load_start'][0]}", fill="black")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    img.save(path)
+        # a step line from the first result on (nothing is known before a step ends)
+        charts.series(ax, [p["t"] for p in curve], [p["best_score"] for p in curve],
+                      charts.rgb(colors[i % len(colors)]), label=f"seed {s['seed']}: best {s['best_score']:.7f}",
+                      span=(lo, hi), lw=2, drawstyle="steps-post")
+    ax.set(xlim=(0, tmax), ylim=(lo, hi), xlabel="wall time (s)", ylabel="best C5")
+    ax.yaxis.set_major_formatter("{x:.6f}")
+    charts.legend_outside(ax)
+    charts.save(fig, path)
 
 
 def main() -> None:

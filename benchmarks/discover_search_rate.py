@@ -47,47 +47,26 @@ def seed_rows(paths: list[Path]) -> tuple[list[dict], list[dict]]:
 
 
 def plot(rows: list[dict], budget: float, path: Path) -> None:
-    from PIL import Image, ImageDraw
+    """Best C5 against the programs' cumulative CPU seconds, one step line per seed, with the record and AlphaEvolve."""
+    import charts  # a sibling module; matplotlib only when a plot is asked for
 
-    w, h, m = 900, 520, 70
-    img = Image.new("RGB", (w, h), "white")
-    d = ImageDraw.Draw(img)
     vals = [b for r in rows for _, b in r["curve"] if np.isfinite(b)]
     lo, hi = min(vals + [RECORD]) - 2e-6, min(max(vals), 0.38100) + 2e-6
-
-    def xy(t, c):
-        return m + (w - 2 * m) * t / budget, h - m - (h - 2 * m) * (min(max(c, lo), hi) - lo) / (hi - lo)
-
-    d.rectangle([m, m, w - m, h - m], outline="black")
+    fig, (ax,) = charts.panels(1, size=(9.0, 4.6), title="Erdos C5 (lower is better) against the programs' cumulative "
+                               "CPU seconds, one search per seed")
     for name, b, col in [("AlphaEvolve 0.380924", ALPHAEVOLVE, (200, 120, 0)), (f"record {RECORD}", RECORD, (200, 0, 0))]:
-        y = xy(0, b)[1]
         if lo <= b <= hi:
-            d.line([m, y, w - m, y], fill=col)
-            d.text((w - m - 150, y - 12), name, fill=col)
+            charts.reference(ax, b, name, charts.rgb(col))
     colors = [(0, 90, 200), (0, 150, 60), (140, 0, 160), (0, 160, 160), (120, 80, 0), (90, 90, 90), (200, 0, 120)]
     for i, r in enumerate(rows):
-        pts = []
-        for t, b in r["curve"]:
-            if t is None or not np.isfinite(b):
-                continue
-            if pts:
-                pts.append((xy(t, b)[0], pts[-1][1]))
-            pts.append(xy(t, b))
-        col = colors[i % len(colors)]
-        if len(pts) > 1:
-            d.line(pts, fill=col, width=2)
-        for p in pts[::2] if len(pts) > 1 else pts:
-            d.ellipse([p[0] - 3, p[1] - 3, p[0] + 3, p[1] + 3], fill=col)
-        d.text((m + 8, m + 8 + 14 * i), f"seed {r['seed']}: best {r['best']:.7f}", fill=col)
-    for k in range(5):
-        c = lo + (hi - lo) * k / 4
-        d.text((4, xy(0, c)[1] - 6), f"{c:.6f}", fill="black")
-        t = budget * k / 4
-        d.text((xy(t, lo)[0] - 10, h - m + 6), f"{t:.0f}s", fill="black")
-    d.text((m, 20), "Erdos C5 (lower is better) against the programs' cumulative CPU seconds, one search per seed",
-           fill="black")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    img.save(path)
+        pts = [(t, b) for t, b in r["curve"] if t is not None and np.isfinite(b)]
+        charts.series(ax, [t for t, _ in pts], [b for _, b in pts], charts.rgb(colors[i % len(colors)]),
+                      label=f"seed {r['seed']}: best {r['best']:.7f}", span=(lo, hi), lw=2, marker="o", ms=4,
+                      drawstyle="steps-post")
+    ax.set(xlim=(0, budget), ylim=(lo, hi), xlabel="programs' cumulative CPU seconds", ylabel="best C5")
+    ax.yaxis.set_major_formatter("{x:.6f}")
+    charts.legend_outside(ax)
+    charts.save(fig, path)
 
 
 def main() -> None:

@@ -36,7 +36,6 @@ import os
 import subprocess
 import sys
 import time
-import unicodedata
 from pathlib import Path
 
 from ttlab.common.data import repo_relative
@@ -242,66 +241,25 @@ def warm(args, seeds: list[int], llm_arms: bool) -> tuple[dict, dict]:
     return info, boots
 
 
-COLORS = {"trained": (31, 119, 180), "frozen": (255, 127, 14), "random_blocks": (44, 160, 44)}
-
-
-def plot_pil(res: dict, path: Path) -> None:
-    """Best C5 so far against sandbox evaluations, one panel per seed, drawn with PIL."""
-    from PIL import Image, ImageDraw
-
-    seeds = list(res["runs"])
-    W, H, pad = 420, 300, 48
-    img = Image.new("RGB", (max(1, len(seeds)) * W, H + 40), "white")
-    d = ImageDraw.Draw(img)
-    title = unicodedata.normalize("NFKD", res["title"]).encode("ascii", "ignore").decode()  # PIL's bitmap font is ASCII
-    d.text((10, 5), f"{title}: best C5 so far vs sandbox evaluations; TTT (blue), frozen (orange), "
-           "random blocks (green)", fill="black")
-    for p, seed in enumerate(seeds):
-        x0, y0, w, h = p * W + pad, 40 + pad // 2, W - 2 * pad + 20, H - 2 * pad
-        series = {arm: [(r["evals"], r["tree/best_score"]) for r in a.get("steps", [])
-                        if r.get("tree/best_score") is not None] for arm, a in res["runs"][seed].items()}
-        ys = [y for v in series.values() for _, y in v] or [0.0, 1.0]
-        lo, hi = min(ys), max(ys)
-        hi = hi if hi > lo else lo + 1e-6
-        n = max((x for v in series.values() for x, _ in v), default=1)
-        d.rectangle([x0, y0, x0 + w, y0 + h], outline="gray")
-        d.text((x0, y0 - 14), f"seed {seed}", fill="black")
-        d.text((x0 - 46, y0), f"{hi:.5f}", fill="black")
-        d.text((x0 - 46, y0 + h - 10), f"{lo:.5f}", fill="black")
-        d.text((x0 + w - 70, y0 + h + 4), f"{n} evaluations", fill="black")
-        for arm, pts0 in series.items():
-            pts = [(x0 + w * x / max(1, n), y0 + h * (1 - (y - lo) / (hi - lo))) for x, y in pts0]
-            if len(pts) > 1:
-                d.line(pts, fill=COLORS.get(arm, (0, 0, 0)), width=2)
-            for q in pts:
-                d.ellipse([q[0] - 3, q[1] - 3, q[0] + 3, q[1] + 3], fill=COLORS.get(arm, (0, 0, 0)))
-    img.save(path)
+COLORS = {"trained": "tab:blue", "frozen": "tab:orange", "random_blocks": "tab:green"}
 
 
 def plot(res: dict, path: Path) -> None:
-    try:
-        import matplotlib
-    except ImportError:
-        plot_pil(res, path)
-        return
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Best C5 so far against sandbox evaluations, one panel per seed, a line per arm."""
+    import charts  # a sibling module; matplotlib only when a plot is asked for
 
     seeds = list(res["runs"])
-    fig, axes = plt.subplots(1, max(1, len(seeds)), figsize=(4.6 * max(1, len(seeds)), 3.8), squeeze=False)
-    for ax, seed in zip(axes[0], seeds, strict=False):
+    fig, axes = charts.panels(max(1, len(seeds)), size=(4.6, 3.8), title=res["title"])
+    for ax, seed in zip(axes, seeds, strict=False):
         for arm, a in res["runs"][seed].items():
             rows = [r for r in a.get("steps", []) if r.get("tree/best_score") is not None]
             ax.plot([r["evals"] for r in rows], [r["tree/best_score"] for r in rows], "-o", ms=3,
-                    label={"trained": "TTT"}.get(arm, arm), color=[c / 255 for c in COLORS.get(arm, (0, 0, 0))])
+                    label={"trained": "TTT"}.get(arm, arm), color=COLORS.get(arm, "black"))
         ax.set_title(f"seed {seed}")
         ax.set_xlabel("sandbox evaluations")
         ax.set_ylabel("best C5 so far (lower is better)")
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle(res["title"])
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    charts.legend_below(fig, axes)
+    charts.save(fig, path)
 
 
 def parse_seeds(args) -> list[int]:

@@ -113,39 +113,33 @@ def graded_summary(pool: list[dict], q: float) -> dict:
 
 
 def plot(res: dict, path: Path) -> None:
-    """Left: the pool's C5 sorted; right: first run vs re-run for both tails (top blue, bottom red), with PIL."""
-    from PIL import Image, ImageDraw
+    """Left: the pool's C5 sorted; right: first run vs re-run for both tails (top blue, bottom red). Values above the
+    pool's 98th percentile are drawn at the axis' edge."""
+    import charts  # a sibling module; matplotlib only when a plot is asked for
 
     c5 = np.sort([p["c5"] for p in res["programs"] if p["c5"] is not None])
     lo, hi = float(c5.min()), float(np.quantile(c5, 0.98))
-    W, H, pad = 900, 380, 60
-    img = Image.new("RGB", (W, H), "white")
-    d = ImageDraw.Draw(img)
-    w, h, y0 = W // 2 - pad - 20, H - 2 * pad, pad
-
-    def yy(v: float) -> float:
-        return y0 + h * (1 - (min(v, hi) - lo) / (hi - lo))
-
-    for x0 in (pad, W // 2 + pad):
-        d.rectangle([x0, y0, x0 + w, y0 + h], outline="gray")
-        d.text((x0 - 55, y0 - 5), f"{hi:.6f}", fill="black")
-        d.text((x0 - 55, y0 + h - 5), f"{lo:.6f}", fill="black")
-    d.text((pad, 10), f"{len(c5)} valid random-blocks programs, seed {res['seed']}: C5 by pool percentile", fill="black")
-    for i, v in enumerate(c5):
-        x = pad + w * i / max(1, len(c5) - 1)
-        d.ellipse([x - 1.5, yy(v) - 1.5, x + 1.5, yy(v) + 1.5], fill=(31, 119, 180))
-    x1 = W // 2 + pad
-    d.text((x1, 10), f"tails re-run with a new program seed (x: first C5, y: re-run C5), Spearman "
-           f"{res['rescore_summary']['spearman']:.2f}", fill="black")
-    d.text((x1, 24), "top tail blue, bottom tail red, diagonal gray", fill="black")
-    d.line([x1, y0 + h, x1 + w, y0], fill=(200, 200, 200))
-    for r in res["rescore"]:
-        if r["c5"] is None or r["c5_first"] is None:
-            continue
-        x = x1 + w * (min(r["c5_first"], hi) - lo) / (hi - lo)
-        col = (31, 119, 180) if r["tail"] == "top" else (214, 39, 40)
-        d.ellipse([x - 3, yy(r["c5"]) - 3, x + 3, yy(r["c5"]) + 3], fill=col)
-    img.save(path)
+    fig, (left, right) = charts.panels(2, size=(5.0, 4.0))
+    left.plot(np.linspace(0, 100, len(c5)), np.minimum(c5, hi), "o", ms=2, color="tab:blue", clip_on=False)
+    left.set_title(f"{len(c5)} valid random-blocks programs, seed {res['seed']}: C5 by pool percentile")
+    left.set_xlim(0, 100)
+    left.set_xlabel("pool percentile")
+    left.set_ylabel("C5")
+    right.plot([lo, hi], [lo, hi], color=charts.rgb((200, 200, 200)), lw=1)
+    for tail, colour in (("top", "tab:blue"), ("bottom", "tab:red")):
+        rs = [r for r in res["rescore"] if r["tail"] == tail and r["c5"] is not None and r["c5_first"] is not None]
+        right.plot([min(r["c5_first"], hi) for r in rs], [min(r["c5"], hi) for r in rs], "o", ms=4, color=colour,
+                   label=f"{tail} tail", clip_on=False)
+    right.set_title(f"tails re-run with a new program seed, Spearman {res['rescore_summary']['spearman']:.2f}")
+    right.set_xlabel("first C5")
+    right.set_ylabel("re-run C5")
+    right.set_xlim(lo, hi)
+    right.legend(loc="upper left")
+    for ax in (left, right):
+        ax.set_ylim(lo, hi)
+        ax.yaxis.set_major_formatter("{x:.6f}")
+    right.xaxis.set_major_formatter("{x:.5f}")
+    charts.save(fig, path)
 
 
 def main() -> None:

@@ -40,57 +40,26 @@ from ttlab.drive.scripted import FixedChooser, MemoryChooser, pool_exit_routes, 
 RESULTS = Path(__file__).resolve().parents[1] / "runs" / "bench" / "drive_adapt"  # canonical: benchmarks/results/drive_adapt/
 
 
-def _panel(draw, box, series, title: str, ylim: tuple[float, float], xmax: float) -> None:
-    """One line chart in `box` (x0, y0, x1, y1): series = [(xs, ys, rgb, dashed)]."""
-    x0, y0, x1, y1 = box
-    draw.rectangle(box, outline=(0, 0, 0))
-    draw.text((x0, y0 - 16), title, fill=(0, 0, 0))
-    lo, hi = ylim
-
-    def px(x, y):
-        return x0 + (x1 - x0) * x / max(xmax, 1e-9), y1 - (y1 - y0) * (min(max(y, lo), hi) - lo) / (hi - lo)
-
-    for v in (lo, (lo + hi) / 2, hi):
-        draw.text((x0 - 40, px(0, v)[1] - 6), f"{v:+.2f}" if lo < 0 else f"{v:.2f}", fill=(0, 0, 0))
-        draw.line([px(0, v), px(xmax, v)], fill=(225, 225, 225))
-    if lo < 0 < hi:
-        draw.line([px(0, 0), px(xmax, 0)], fill=(150, 150, 150))
-    draw.text((x1 - 120, y1 + 4), f"agent-steps (max {xmax / 1e3:.0f}K)", fill=(0, 0, 0))
-    for xs, ys, rgb, dashed in series:
-        pts = [px(x, y) for x, y in zip(xs, ys, strict=True) if y == y]
-        for i, (a, b) in enumerate(zip(pts, pts[1:], strict=False)):
-            if not dashed or i % 2 == 0:
-                draw.line([a, b], fill=rgb, width=2)
-
-
 def plot(runs: list[dict], path: Path, k_trials: int = 2) -> None:
-    """Learning curves of the training rollouts: goal rate per trial, and trial k - trial 0 for every k >= 1 (PIL, no
-    matplotlib); trial 0 dashed, later trials solid."""
-    from PIL import Image, ImageDraw
+    """Learning curves of the training rollouts: goal rate per trial, and trial k - trial 0 for every k >= 1; trial 0
+    dashed, later trials solid."""
+    import charts  # a sibling module; matplotlib only when a plot is asked for
 
-    img = Image.new("RGB", (1000, 380), (255, 255, 255))
-    draw = ImageDraw.Draw(img)
     shades = {"transformer": [(31, 119, 180), (80, 160, 220), (20, 70, 130)],
               "lstm": [(44, 160, 44), (110, 200, 110), (20, 100, 20)],
               "mlp": [(230, 120, 20), (250, 170, 80), (170, 80, 10)]}
-    g, d = [], []
-    xmax = max((c["agent_steps"] for r in runs for c in r["curve"]), default=1)
-    for r in runs:
-        rgb = shades.get(r["core"], [(0, 0, 0)] * 3)[r["seed"] % 3]
-        xs = [c["agent_steps"] for c in r["curve"]]
-        g0 = [c.get("trial_0_goal_rate", float("nan")) for c in r["curve"]]
-        g.append((xs, g0, rgb, True))
-        for k in range(1, k_trials):
-            gk = [c.get(f"trial_{k}_goal_rate", float("nan")) for c in r["curve"]]
-            g.append((xs, gk, rgb, False))
-            d.append((xs, [b - a for a, b in zip(g0, gk, strict=True)], rgb, False))
     later = "1" if k_trials == 2 else f"1..{k_trials - 1}"
-    _panel(draw, (50, 40, 480, 330), g, f"goal rate, training rollouts: trial 0 dashed, {later} solid", (0.0, 1.0), xmax)
-    _panel(draw, (560, 40, 990, 330), d, f"trial k - trial 0 goal rate, k = {later}", (-0.5, 1.0), xmax)
-    draw.text((50, 355), "blue: transformer (KV cache kept across trials)   green: LSTM   orange: MLP (memoryless)   one line per seed",
-              fill=(0, 0, 0))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    img.save(path)
+    fig, (g, d) = charts.panels(2, size=(5.0, 3.6))
+    charts.trial_curves(g, d, [([c["agent_steps"] for c in r["curve"]],
+                                [[c.get(f"trial_{k}_goal_rate", float("nan")) for c in r["curve"]] for k in range(k_trials)],
+                                [charts.rgb(shades.get(r["core"], [(0, 0, 0)] * 3)[r["seed"] % 3])] * k_trials)
+                               for r in runs])
+    g.set_title(f"goal rate, training rollouts: trial 0 dashed, {later} solid")
+    d.set_title(f"trial k - trial 0 goal rate, k = {later}")
+    cores = {"transformer": "transformer (KV cache kept across trials)", "lstm": "LSTM", "mlp": "MLP (memoryless)"}
+    charts.key(fig, [(name, charts.rgb(shades[core][0])) for core, name in cores.items()
+                     if any(r["core"] == core for r in runs)], title="one line per seed")
+    charts.save(fig, path)
 
 
 def run_one(core: str, seed: int, steps: int, eval_episodes: int, threads: int, t_start: float,

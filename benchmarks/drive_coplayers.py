@@ -68,45 +68,26 @@ def _train(spec, root: str, preset: str, t_start: float) -> tuple[str, str, floa
 
 def plot(result: dict, path: Path) -> None:
     """Per partner: the tick it reaches the conflict point and its partner-first rate against each profile ego;
-    scripted ego scores (PIL)."""
-    from PIL import Image, ImageDraw
+    scripted ego scores."""
+    import charts  # a sibling module; matplotlib only when a plot is asked for
 
     names = list(result["partners"])
-    img = Image.new("RGB", (1100, 460), (255, 255, 255))
-    draw = ImageDraw.Draw(img)
-    colours = {"go_at_once": (31, 119, 180), "wait_1.2s": (230, 120, 20), "memory": (44, 160, 44)}
-
-    def bars(box, title, value, keys, vmax):
-        x0, y0, x1, y1 = box
-        draw.rectangle(box, outline=(0, 0, 0))
-        draw.text((x0, y0 - 16), title, fill=(0, 0, 0))
-        for v in (0, vmax / 2, vmax):
-            y = y1 - (y1 - y0) * v / vmax
-            draw.line([(x0, y), (x1, y)], fill=(225, 225, 225))
-            draw.text((x0 - 34, y - 6), f"{v:g}", fill=(0, 0, 0))
-        slot = (x1 - x0) / len(names)
-        w = slot * 0.8 / len(keys)
-        for i, n in enumerate(names):
-            for j, k in enumerate(keys):
-                v = value(n, k)
-                if v != v:  # nan
-                    continue
-                bx = x0 + i * slot + slot * 0.1 + j * w
-                draw.rectangle([bx, y1 - (y1 - y0) * min(v, vmax) / vmax, bx + w - 1, y1], fill=colours[k])
-            draw.text((x0 + i * slot + 2, y1 + 4 + 12 * (i % 2)), n[:16], fill=(0, 0, 0))
-
+    colours = {"go_at_once": "tab:blue", "wait_1.2s": "tab:orange", "memory": "tab:green"}
     prof, egos = result["profile"], result["scripted_egos"]
-    bars((50, 40, 530, 200), "tick the partner reaches the conflict point (vs ego going at once | waiting 1.2 s)",
-         lambda n, k: prof[n][k]["cross_tick_mean"], list(PROFILE_EGOS), 50)
-    bars((590, 40, 1070, 200), "partner crosses first (rate)", lambda n, k: prof[n][k]["partner_first_rate"],
-         list(PROFILE_EGOS), 1)
-    bars((50, 260, 530, 420), "scripted ego trial-0 score (go at once | wait 1.2 s | memory)",
-         lambda n, k: egos[n][k]["trial_0_score"], list(EGOS), 1)
-    bars((590, 260, 1070, 420), "scripted ego trial-1 score", lambda n, k: egos[n][k]["trial_1_score"], list(EGOS), 1)
-    draw.text((50, 444), "blue: ego going at once, orange: ego waiting 1.2 s, green: memory ego; held-out scenes",
-              fill=(0, 0, 0))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    img.save(path)
+    fig, axes = charts.panels(4, cols=2, size=(5.5, 3.0), title="co-players on held-out scenes")
+    for ax, title, value, keys, vmax in (
+            (axes[0], "tick the partner reaches the conflict point", lambda n, k: prof[n][k]["cross_tick_mean"],
+             PROFILE_EGOS, 50),
+            (axes[1], "partner crosses first (rate)", lambda n, k: prof[n][k]["partner_first_rate"], PROFILE_EGOS, 1),
+            (axes[2], "scripted ego trial-0 score", lambda n, k: egos[n][k]["trial_0_score"], EGOS, 1),
+            (axes[3], "scripted ego trial-1 score", lambda n, k: egos[n][k]["trial_1_score"], EGOS, 1)):
+        charts.grouped_bars(ax, [n[:16] for n in names], [[(min(value(n, k), vmax), colours[k]) for k in keys]
+                                                          for n in names])
+        ax.set_ylim(0, vmax)
+        ax.set_title(title)
+    charts.key(fig, [("ego going at once", colours["go_at_once"]), ("ego waiting 1.2 s", colours["wait_1.2s"]),
+                     ("memory ego", colours["memory"])])
+    charts.save(fig, path)
 
 
 def main() -> int:

@@ -73,81 +73,50 @@ SHADES = {"transformer": (31, 119, 180), "lstm": (44, 160, 44), "mlp": (230, 120
 def plot(runs: list[dict], path: Path, summary: dict | None = None) -> None:
     """Training-rollout score per trial (trial 0 dashed, trial 1 solid) and trial 1 - trial 0, per arm; with a
     population beyond the two scripted types, a third row: held-out scenes, trial 0 / trial 1 score per partner and
-    arm (mean over seeds) (PIL)."""
-    from PIL import Image, ImageDraw
+    arm (mean over seeds)."""
+    import charts  # a sibling module; matplotlib only when a plot is asked for
 
     arms = [a for a in (summary or {}) if "train_partners_per_partner" in summary[a]]
     partners = [(w, n) for w in ("train_partners", "held_out_partners") for n in
                 (summary[arms[0]].get(f"{w}_per_partner", {}) if arms else {})]
     rows3 = len(partners) > 4
-    img = Image.new("RGB", (1000, 700 if rows3 else 400), (255, 255, 255))
-    draw = ImageDraw.Draw(img)
-    xmax = max((c["agent_steps"] for r in runs for c in r["curve"]), default=1)
-
-    def panel(box, series, title, lo, hi):
-        x0, y0, x1, y1 = box
-        draw.rectangle(box, outline=(0, 0, 0))
-        draw.text((x0, y0 - 16), title, fill=(0, 0, 0))
-
-        def px(x, y):
-            return x0 + (x1 - x0) * x / max(xmax, 1e-9), y1 - (y1 - y0) * (min(max(y, lo), hi) - lo) / (hi - lo)
-
-        for v in (lo, (lo + hi) / 2, hi):
-            draw.text((x0 - 40, px(0, v)[1] - 6), f"{v:+.2f}", fill=(0, 0, 0))
-            draw.line([px(0, v), px(xmax, v)], fill=(225, 225, 225))
-        if lo < 0 < hi:
-            draw.line([px(0, 0), px(xmax, 0)], fill=(150, 150, 150))
-        draw.text((x1 - 150, y1 + 4), f"agent-steps (max {xmax / 1e6:.1f}M)", fill=(0, 0, 0))
-        for xs, ys, rgb, dashed in series:
-            pts = [px(x, y) for x, y in zip(xs, ys, strict=True) if y == y]
-            for i, (a, b) in enumerate(zip(pts, pts[1:], strict=False)):
-                if not dashed or i % 2 == 0:
-                    draw.line([a, b], fill=rgb, width=2 if not dashed else 1)
-
-    s, d = [], []
+    fig, axes = charts.panels(3 if rows3 else 2, cols=2, size=(5.0, 3.4), span_last=rows3)
     K = max((int(k.split("_")[1]) + 1 for r in runs for c in r["curve"] for k in c
              if k.startswith("trial_") and k.endswith("_score")), default=2)
+    curves = []
     for r in runs:
         rgb = SHADES.get(r["core"], (0, 0, 0))
         if r["aux"]:
             rgb = tuple(min(255, c + 90) for c in rgb)
-        xs = [c["agent_steps"] for c in r["curve"]]
-        s0 = [c.get("trial_0_score", float("nan")) for c in r["curve"]]
-        s.append((xs, s0, rgb, True))
-        for k in range(1, K):  # later trials paler
-            sk = [c.get(f"trial_{k}_score", float("nan")) for c in r["curve"]]
-            shade = tuple(min(255, c + 60 * (k - 1)) for c in rgb)
-            s.append((xs, sk, shade, False))
-            d.append((xs, [b - a for a, b in zip(s0, sk, strict=True)], shade, False))
+        # later trials paler
+        curves.append(([c["agent_steps"] for c in r["curve"]],
+                       [[c.get(f"trial_{k}_score", float("nan")) for c in r["curve"]] for k in range(K)],
+                       [charts.rgb(rgb)] + [charts.rgb(tuple(min(255, c + 60 * (k - 1)) for c in rgb)) for k in range(1, K)]))
+    charts.trial_curves(axes[0], axes[1], curves)
     later = "trial 1 solid" if K == 2 else f"trials 1..{K - 1} solid, later paler"
-    panel((50, 40, 480, 340), s, f"score, training rollouts: trial 0 dashed, {later}", 0.0, 1.0)
-    panel((560, 40, 990, 340), d, "trial k - trial 0 score" if K > 2 else "trial 1 - trial 0 score", -0.5, 1.0)
-    draw.text((50, 370), "blue transformer (KV cache across trials), green LSTM, orange MLP; pale = with the privileged "
-              "aux loss; one line per seed", fill=(0, 0, 0))
+    axes[0].set_title(f"score, training rollouts: trial 0 dashed, {later}")
+    axes[1].set_title("trial k - trial 0 score" if K > 2 else "trial 1 - trial 0 score")
+    names = {"transformer": "transformer (KV cache across trials)", "lstm": "LSTM", "mlp": "MLP"}
+    present = {(r["core"], r["aux"]) for r in runs}
+    charts.key(fig, [(names[core] + (" + privileged aux loss" if aux else ""),
+                      charts.rgb(tuple(min(255, c + 90 * aux) for c in SHADES[core])))
+                     for core in names for aux in (False, True) if (core, aux) in present], title="one line per seed")
     if rows3:  # per partner: trial 0 (pale) and trial 1 (full) score of each arm, mean over seeds
-        x0, y0, x1, y1 = 50, 440, 990, 640
-        draw.rectangle((x0, y0, x1, y1), outline=(0, 0, 0))
-        draw.text((x0, y0 - 16), "held-out scenes, per partner (* = held-out partner): trial 0 score (pale), trial 1 "
-                  "(full), one pair per arm, mean over seeds", fill=(0, 0, 0))
-        for v in (0.0, 0.5, 1.0):
-            draw.line([(x0, y1 - (y1 - y0) * v), (x1, y1 - (y1 - y0) * v)], fill=(225, 225, 225))
-            draw.text((x0 - 34, y1 - (y1 - y0) * v - 6), f"{v:.1f}", fill=(0, 0, 0))
-        slot = (x1 - x0) / len(partners)
-        w = slot * 0.8 / (2 * len(arms))
-        for i, (where, name) in enumerate(partners):
-            for j, arm in enumerate(arms):
+        cells = []
+        for where, name in partners:
+            cells.append([])
+            for arm in arms:
                 rgb = SHADES.get(arm.removesuffix("_aux"), (0, 0, 0))
                 row = summary[arm][f"{where}_per_partner"][name]
                 for t, shade in ((0, tuple(min(255, c + 110) for c in rgb)), (1, rgb)):
                     vals = [v for v in row[f"trial_{t}_score"] if v == v]
-                    if vals:
-                        v = sum(vals) / len(vals)
-                        bx = x0 + i * slot + slot * 0.1 + (2 * j + t) * w
-                        draw.rectangle([bx, y1 - (y1 - y0) * v, bx + w - 1, y1], fill=shade)
-            label = ("*" if where == "held_out_partners" else "") + name[:18]
-            draw.text((x0 + i * slot + 2, y1 + 4 + 12 * (i % 2)), label, fill=(0, 0, 0))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    img.save(path)
+                    cells[-1].append((sum(vals) / len(vals) if vals else None, charts.rgb(shade)))
+        charts.grouped_bars(axes[2], [("*" if where == "held_out_partners" else "") + name[:18]
+                                      for where, name in partners], cells)
+        axes[2].set_ylim(0, 1)
+        axes[2].set_title("held-out scenes, per partner (* = held-out partner): trial 0 score (pale), trial 1 (full), "
+                          f"one pair per arm ({', '.join(arms)}), mean over seeds")
+    charts.save(fig, path)
 
 
 def main() -> int:

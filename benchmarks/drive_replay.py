@@ -26,8 +26,8 @@ import warnings
 from pathlib import Path
 
 import torch
-from PIL import Image, ImageDraw
 
+import charts
 from ttlab.common.data import shared_data_file
 from ttlab.drive.presets import TRAIN_PRESETS
 from ttlab.drive.replay import replay_fidelity
@@ -52,23 +52,24 @@ def sources(args) -> list[tuple[str, list, int, int]]:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    """Per source and anchor: goal rate and collision + offroad bars, and the mean pose error (PIL)."""
-    W, row_h = 900, 46
-    img = Image.new("RGB", (W, 40 + row_h * len(rows)), "white")
-    d = ImageDraw.Draw(img)
-    d.text((10, 10), "log-tracking expert: goal (green), collision+offroad (red), mean pose error (blue, 1 m = bar)",
-           fill="black")
+    """Per source and anchor: goal rate and collision + offroad bars, and the mean pose error (1 m = a full bar)."""
+    colours = (charts.rgb((60, 170, 60)), charts.rgb((200, 50, 50)), charts.rgb((60, 90, 200)))
+    fig, (ax,) = charts.panels(1, size=(9.0, 0.9 + 0.55 * len(rows)),
+                               title="log-tracking expert: goal rate, collision + offroad rate, mean pose error")
     for i, r in enumerate(rows):
-        y = 40 + i * row_h
-        name = Path(r["source"].split(" (")[0]).name + (" raw" if "raw" in r["source"] else "")
-        d.text((10, y + 4), f"{name[:44]} [{r['anchor']}]", fill="black")
-        x0, bw = 330, 380
-        d.rectangle([x0, y, x0 + bw * r["goal_rate"], y + 10], fill=(60, 170, 60))
-        d.rectangle([x0, y + 12, x0 + bw * min(1.0, r["collision_plus_offroad"]), y + 22], fill=(200, 50, 50))
-        d.rectangle([x0, y + 24, x0 + bw * min(1.0, r["pos_err_mean_m"]), y + 34], fill=(60, 90, 200))
-        d.text((x0 + bw + 8, y + 10), f"{r['goal_rate']:.3f} / {r['collision_plus_offroad']:.3f} / "
-               f"{r['pos_err_mean_m']:.2f} m", fill="black")
-    img.save(path)
+        vals = (r["goal_rate"], min(1.0, r["collision_plus_offroad"]), min(1.0, r["pos_err_mean_m"]))
+        for j, (v, colour) in enumerate(zip(vals, colours, strict=True)):
+            ax.barh(i + (j - 1) * 0.27, v, 0.25, color=colour)
+        ax.annotate(f"{r['goal_rate']:.3f} / {r['collision_plus_offroad']:.3f} / {r['pos_err_mean_m']:.2f} m", (1, i),
+                    xycoords=("axes fraction", "data"), xytext=(6, 0), textcoords="offset points", va="center")
+    names = [Path(r["source"].split(" (")[0]).name + (" raw" if "raw" in r["source"] else "") for r in rows]
+    ax.set_yticks(range(len(rows)), [f"{name[:44]} [{r['anchor']}]" for name, r in zip(names, rows, strict=True)])
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_xlim(0, 1)
+    ax.grid(axis="y", visible=False)
+    charts.key(fig, [("goal rate", colours[0]), ("collision + offroad", colours[1]),
+                     ("mean pose error (1 m = full bar)", colours[2])])
+    charts.save(fig, path)
 
 
 def main() -> int:

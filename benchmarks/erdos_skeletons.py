@@ -129,43 +129,30 @@ def main() -> None:
 
 def plot(res: dict, path: Path) -> None:
     """C5 against refinement level (0 = the coarse skeleton, k = k doublings), one polyline per skeleton."""
-    from PIL import Image, ImageDraw  # only when a plot is asked for
+    import charts  # a sibling module; matplotlib only when a plot is asked for
 
     lines = [(r["file"], r["levels"], True) for r in res["skeletons"]]
     lines += [(r["chain"], r["levels"], False) for r in res.get("search", {}).get("top", [])]
     vals = [lv["c5"] for _, lvs, _ in lines for lv in lvs] + [TARGET, BEST]
     lo, hi = min(vals) - 1e-6, min(max(vals), 0.38090) + 1e-6
     levels = max(len(lvs) for _, lvs, _ in lines)
-    w, h, m = 900, 560, 80
-    img = Image.new("RGB", (w, h), "white")
-    d = ImageDraw.Draw(img)
-
-    def xy(k, c):
-        return m + (w - 2 * m) * k / max(1, levels - 1), h - m - (h - 2 * m) * (min(max(c, lo), hi) - lo) / (hi - lo)
-
-    d.rectangle([m, m, w - m, h - m], outline="black")
+    fig, (ax,) = charts.panels(1, size=(9.0, 5.0), title="Erdos C5 of coarse skeletons refined by doublings "
+                               "(colour: files, grey: hop-chain optima)")
     for name, v, col in [(f"record {RECORD}", RECORD, (200, 0, 0)), (f"our best {BEST}", BEST, (0, 120, 0)),
                          (f"target {TARGET}", TARGET, (120, 0, 160))]:
-        if lo <= v <= hi:
-            y = xy(0, v)[1]
-            d.line([m, y, w - m, y], fill=col)
-            d.text((w - m - 170, y - 12), name, fill=col)
+        if lo <= v <= hi:  # our best: the skeletons' lines end just above it, so its label goes under the line
+            charts.reference(ax, v, name, charts.rgb(col), below=v == BEST)
     colors = [(0, 90, 200), (200, 120, 0), (0, 160, 160), (140, 0, 160), (120, 80, 0)]
     for i, (name, lvs, own) in enumerate(lines):
-        col = colors[i % len(colors)] if own else (160, 160, 160)
-        pts = [xy(k, lv["c5"]) for k, lv in enumerate(lvs)]
-        d.line(pts, fill=col, width=2 if own else 1)
-        if own:
-            d.text((pts[0][0] + 6, pts[0][1] - 12), Path(name).stem + f" (n_c {lvs[0]['n']})", fill=col)
-    for k in range(levels):
-        d.text((xy(k, lo)[0] - 20, h - m + 8), f"n_c x{2 ** k}", fill="black")
-    for frac in (0.0, 0.5, 1.0):
-        c = lo + frac * (hi - lo)
-        d.text((4, xy(0, c)[1] - 6), f"{c:.7f}", fill="black")
-    d.text((m, 20), "Erdos C5 of coarse skeletons refined by doublings (colour: files, grey: hop-chain optima)",
-           fill="black")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    img.save(path)
+        label = Path(name).stem + f" (n_c {lvs[0]['n']})" if own else "hop-chain optima"
+        charts.series(ax, range(len(lvs)), [lv["c5"] for lv in lvs],
+                      charts.rgb(colors[i % len(colors)] if own else (160, 160, 160)), label=label, span=(lo, hi),
+                      lw=2 if own else 1, zorder=3 if own else 2)
+    ax.set_xticks(range(levels), [f"n_c x{2 ** k}" for k in range(levels)])
+    ax.set(xlim=(0, max(1, levels - 1)), ylim=(lo, hi), xlabel="refinement level", ylabel="C5")
+    ax.yaxis.set_major_formatter("{x:.7f}")
+    charts.legend_outside(ax)
+    charts.save(fig, path)
 
 
 if __name__ == "__main__":
