@@ -282,10 +282,11 @@ def build_view(paths):
 
 
 # ---- per run ------------------------------------------------------------------------------------------
-def private_mounts(tmp_mb, uid=None, in_view=False):
+def private_mounts(tmp_mb, uid=None, in_view=False, expose=()):
     """New mount, IPC and UTS namespaces with private tmpfs dirs and a hidepid /proc; returns the program's
     work dir (inside /tmp). `in_view`: the caller is in the minimal root (`build_view`), whose mounts are
-    already private and read-only; else the host's tree is used (hidden dirs covered, see module docstring)."""
+    already private and read-only; else the host's tree is used (hidden dirs covered, see module docstring),
+    with the installation's Python directories and the `expose`d paths under a covered dir bound back read-only."""
     global _in_private_ns
     unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS)  # IPC: SysV shm/sem/msg and mqueues die with the run
     size = f"size={int(tmp_mb)}m,nr_inodes=16384"
@@ -296,12 +297,24 @@ def private_mounts(tmp_mb, uid=None, in_view=False):
     else:
         mount(None, "/", None, MS_REC | MS_PRIVATE)
         _in_private_ns = True
-        for d in PRIVATE_TMP:
-            if os.path.isdir(d) and not os.path.islink(d):
-                mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV, size + ",mode=1777")
-        for d in HIDDEN_DIRS:
-            if os.path.isdir(d) and not os.path.islink(d):
-                mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, "size=4k,nr_inodes=8,mode=755")
+        covered = [d for d in PRIVATE_TMP + HIDDEN_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+        # the installation's Python directories under a covered one (a venv in /tmp, pyenv or conda in a home)
+        # are bound back read-only, or the program could not import what the runner has not imported already
+        keep = [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in _outermost(_python_dirs() | set(expose))
+                if os.path.exists(p) and any(p.startswith(d + "/") for d in covered)]
+        try:
+            for d in covered:
+                hidden = d in HIDDEN_DIRS
+                opts = "size=64k,nr_inodes=256,mode=755" if hidden else size + ",mode=1777"
+                mount("tmpfs", d, "tmpfs", MS_NOSUID | MS_NODEV | (MS_NOEXEC if hidden else 0), opts)
+            for p, fd in keep:
+                _bind_readonly(fd, p)
+            for d in covered:
+                if d in HIDDEN_DIRS:  # empty but for the bound-back paths, and read-only
+                    mount(None, d, None, MS_REMOUNT | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
+        finally:
+            for _, fd in keep:
+                os.close(fd)
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
     wd = "/tmp/work"
     os.mkdir(wd, 0o700)

@@ -127,7 +127,8 @@ def child_main(req, fds, caps, workdir):
         if not req.get("preloaded"):
             preload_modules()  # fresh-interpreter mode: the imports a program may need, before the uid drop
         if caps["mountns"]:
-            workdir = sandbox_confine.private_mounts(req["tmp_mb"], uid, in_view=caps["fsview"])
+            workdir = sandbox_confine.private_mounts(req["tmp_mb"], uid, in_view=caps["fsview"],
+                                                     expose=caps["expose"])
             if caps["readonly_root"] and not caps["fsview"]:
                 sandbox_confine.readonly_root()
         if caps["fsview"]:  # only what exists in the view (no runner dir, no editable project path)
