@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from ttlab.common.data import SharedDataMissing
 from ttlab.common.errors import UserError
 from ttlab.drive.cli import main as drive_main
 from ttlab.drive.flags import check_train
@@ -15,7 +16,11 @@ from ttlab.drive.presets import TRAIN_PRESETS
 
 @pytest.mark.parametrize("name", sorted(TRAIN_PRESETS))
 def test_every_train_preset_is_in_range(name):
-    check_train(TRAIN_PRESETS[name]())
+    try:
+        cfg = TRAIN_PRESETS[name]()
+    except SharedDataMissing as e:  # a preset on the shared CARLA scene, on a machine without it
+        pytest.skip(str(e))
+    check_train(cfg)
 
 
 def test_edges_and_nan():
