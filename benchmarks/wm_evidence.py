@@ -32,9 +32,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ttlab.common.checkpoint import CheckpointError
 from ttlab.worldmodel.config import TrainConfig
 from ttlab.worldmodel.data.pusht import generate_pusht, motion_stats, rollout_episode
 from ttlab.worldmodel.diffusion import Objective
+from ttlab.worldmodel.diffusion.guidance import AutoGuided
 from ttlab.worldmodel.diffusion.samplers import MODES
 from ttlab.worldmodel.distributed import launched_rank
 from ttlab.worldmodel.model import count_parameters
@@ -49,7 +51,7 @@ from ttlab.worldmodel.train import (
     train,
 )
 from ttlab.worldmodel.visuals import rollout_gif, strip_png
-from ttlab.worldmodel.weights import load_world_model
+from ttlab.worldmodel.weights import load_guide, load_world_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -145,6 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--history-noise", type=float, default=0.0, help="the noise level the context is shown at, a "
                     "fraction of the way to pure noise (diffusion forcing's stabilisation; 0 = clean)")
     ap.add_argument("--eta", type=float, default=0.0, help="stochastic DDIM's eta (0 = deterministic)")
+    ap.add_argument("--guide", default="", help="autoguidance: a weaker checkpoint of the same model to steer away "
+                    "from, e.g. RUN/checkpoints/step=1000.ckpt (diffusion/guidance.py; empty = none)")
+    ap.add_argument("--guidance", type=float, default=1.0, help="autoguidance weight w >= 1: bad + w (good - bad)")
     ap.add_argument("--noise-seed", type=int, default=0, help="seed of the sampling noise in scoring (the same "
                     "windows and episodes; another value shows how much a score rests on the draws)")
     ap.add_argument("--eval-windows", type=int, default=256)
@@ -168,6 +173,10 @@ def main() -> None:
         ap.error(f"--history-noise {args.history_noise}: must be in [0, 1)")
     if args.eta < 0:
         ap.error(f"--eta {args.eta}: must be >= 0")
+    if not args.guidance >= 1 or (args.guidance != 1 and not args.guide):
+        ap.error(f"--guidance {args.guidance}: must be >= 1, and above 1 only with --guide")
+    if args.guide and args.eval_only and not Path(args.guide).is_file():
+        ap.error(f"--guide {args.guide}: no such checkpoint")
     batch = args.batch or pusht_cpu().batch_size
     if args.batch < 0:
         ap.error(f"--batch {args.batch}: must be >= 1 (or 0 for the preset's)")
@@ -244,6 +253,12 @@ def main() -> None:
     # how the run trained (an --eval-only rescoring takes it from the record, not from its own flags)
     devices, per_process = tr.get("devices", args.devices), tr.get("batch_per_process", cfg.batch_size)
     wm = load_world_model(run_dir)
+    model = wm.model
+    if args.guide:
+        try:
+            model = AutoGuided(wm.model, load_guide(args.guide, wm), args.guidance)
+        except CheckpointError as e:
+            raise SystemExit(f"wm_evidence: --guide: {e}") from None
     # the configuration the run last trained with: a resumed run's flags are in config.resume.json
     cfg_file = next((p for p in (run_dir / "config.resume.json", run_dir / "config.json") if p.exists()), None)
     saved = json.loads(cfg_file.read_text()) if cfg_file is not None else {}
@@ -262,10 +277,10 @@ def main() -> None:
     print("scoring windows", flush=True)
     n_steps = args.sample_steps or cfg.sample_steps
     smp = {"mode": args.sample_mode, "history_noise": args.history_noise, "eta": args.eta}
-    w = score_windows(wm.model, wm.obj, val_ds, base, cfg.n_ctx, n_steps, count=args.eval_windows,
+    w = score_windows(model, wm.obj, val_ds, base, cfg.n_ctx, n_steps, count=args.eval_windows,
                       noise_seed=args.noise_seed, **smp)
     print("scoring rollouts", flush=True)
-    ro = score_rollouts(wm.model, wm.obj, val_ds, base, cfg.n_ctx, n_steps, horizon=24,
+    ro = score_rollouts(model, wm.obj, val_ds, base, cfg.n_ctx, n_steps, horizon=24,
                         max_episodes=args.rollout_episodes, keep=args.rollout_keep, seed=args.noise_seed, **smp)
     eval_secs = time.perf_counter() - t_eval
 
@@ -300,7 +315,8 @@ def main() -> None:
                   "diffusion": asdict(cfg.diffusion), "sample_steps": n_steps, "precision": precision,
                   "sampler": {"mode": args.sample_mode, "rollout_keep": args.rollout_keep,
                               "history_noise": args.history_noise, "eta": args.eta,
-                              "noise_seed": args.noise_seed}},
+                              "noise_seed": args.noise_seed, "guide": args.guide or None,
+                              "guidance": args.guidance}},
         "speed": speed | {"training_precision": precision, "training_achieved_gflops": r(achieved, 3),
                           f"training_fraction_of_{trained}_peak": r(achieved / (speed[peak_key]["peak_gflops"]
                                                                            * devices)),

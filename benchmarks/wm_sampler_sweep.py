@@ -6,10 +6,11 @@ frames (`full_sequence`: every frame at one level; `pyramid`: diffusion forcing'
 noisier than the one before; `sequential`: one frame after another) and how many of each round's generated frames a
 rollout keeps before re-conditioning (0 = all), and optionally the sampling steps (`steps=N`), the noise level the
 context is shown at (`hist=F`, diffusion forcing's stabilisation: a fraction of the way to pure noise) and stochastic
-DDIM (`eta=F`). Windows (lags 1-3) and 24-frame rollouts, against the same
+DDIM (`eta=F`), and autoguidance (`guide=N:w=F`: the prediction pushed away from the run's own checkpoint at step N, or
+`last`, by weight F >= 1; `ttlab.worldmodel.diffusion.guidance`). Windows (lags 1-3) and 24-frame rollouts, against the same
 copy-last / mean-frame / blend baselines as the evidence. The choice is the highest rollout SSIM (the evidence
 target the default sampler missed); pass it to `wm_evidence.py --eval-only --sample-mode M --rollout-keep K
---sample-steps N --history-noise F --eta F`.
+--sample-steps N --history-noise F --eta F --guide RUN/checkpoints/step=N.ckpt --guidance F`.
 
     python benchmarks/wm_sampler_sweep.py --run runs/wm/evidence [--configs full_sequence:0,pyramid:0:hist=0.05,...]
 """
@@ -27,19 +28,27 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ttlab.common.checkpoint import CheckpointError
 from ttlab.common.config import from_dict
 from ttlab.worldmodel.config import TrainConfig
 from ttlab.worldmodel.data.pusht import generate_pusht
+from ttlab.worldmodel.diffusion.guidance import AutoGuided
 from ttlab.worldmodel.diffusion.samplers import MODES
 from ttlab.worldmodel.scorecard import fit_baselines, score_rollouts, score_windows, scorecard_targets
 from ttlab.worldmodel.train import build_datasets
-from ttlab.worldmodel.weights import load_world_model
+from ttlab.worldmodel.weights import load_guide, load_world_model
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("psnr", "ssim", "tee_px", "tee_kept", "tee_placed", "agent_ink_ratio")
 
 
-OPTIONS = {"steps": int, "hist": float, "eta": float}
+def _guide(v: str) -> str:
+    if v != "last" and not (v.isdigit() and int(v) >= 1):
+        raise ValueError(v)
+    return v
+
+
+OPTIONS = {"steps": int, "hist": float, "eta": float, "guide": _guide, "w": float}
 
 
 def parse_configs(text: str) -> list[dict]:
@@ -50,8 +59,8 @@ def parse_configs(text: str) -> list[dict]:
         mode, _, rest = item.partition(":")
         keep, *opts = rest.split(":")
         if mode not in MODES or not keep.isdigit():
-            raise ValueError(f"--configs {item!r}: expected MODE:KEEP[:steps=N][:hist=F][:eta=F] with MODE one of "
-                             f"{', '.join(MODES)} and KEEP >= 0")
+            raise ValueError(f"--configs {item!r}: expected MODE:KEEP[:steps=N][:hist=F][:eta=F][:guide=N:w=F] with "
+                             f"MODE one of {', '.join(MODES)} and KEEP >= 0")
         cfg = {"mode": mode, "keep": int(keep)}
         for o in opts:
             k, _, v = o.partition("=")
@@ -59,9 +68,12 @@ def parse_configs(text: str) -> list[dict]:
                 cfg[k] = OPTIONS[k](v)
             except (KeyError, ValueError):
                 raise ValueError(f"--configs {item!r}: bad option {o!r}; expected steps=N (N >= 1), hist=F (0 <= F < 1) "
-                                 f"or eta=F (F >= 0)") from None
+                                 f"eta=F (F >= 0), guide=N (a checkpoint step, or last) or w=F (F >= 1)") from None
         if cfg.get("steps", 1) < 1 or not 0 <= cfg.get("hist", 0.0) < 1 or cfg.get("eta", 0.0) < 0:
             raise ValueError(f"--configs {item!r}: expected steps >= 1, 0 <= hist < 1, eta >= 0")
+        if ("guide" in cfg) != ("w" in cfg) or cfg.get("w", 1.0) < 1:
+            raise ValueError(f"--configs {item!r}: autoguidance takes both guide=N (a checkpoint step, or last) and "
+                             "w=F (F >= 1)")
         out.append(cfg)
     if not out:
         raise ValueError("--configs: no sampler setting given")
@@ -108,14 +120,23 @@ def main() -> int:
     # every tuning episode is scored; the action statistics are the run's
     _, ds = build_datasets(cfg, run / "action_stats.json")
     base = fit_baselines(ds.source, np.arange(len(ds.source)), cfg.frame_interval, max_lag=24)
+    for c in configs:  # every guide loads before any scoring: a missing checkpoint stops the sweep at once
+        if "guide" in c:
+            try:
+                name = "last.ckpt" if c["guide"] == "last" else f"step={c['guide']}.ckpt"
+                guide = load_guide(run / "checkpoints" / name, wm)
+            except CheckpointError as e:
+                ap.error(f"guide={c['guide']}: {e}")
+            c["_model"] = AutoGuided(wm.model, guide, c["w"])
     rows = []
     for c in configs:
         t = time.perf_counter()
-        c = {"steps": cfg.sample_steps, "hist": 0.0, "eta": 0.0} | c
+        model = c.pop("_model", wm.model)
+        c = {"steps": cfg.sample_steps, "hist": 0.0, "eta": 0.0, "guide": None, "w": 1.0} | c
         print(f"scoring {c}", flush=True)
         smp = {"mode": c["mode"], "history_noise": c["hist"], "eta": c["eta"]}
-        w = score_windows(wm.model, wm.obj, ds, base, cfg.n_ctx, c["steps"], count=args.eval_windows, **smp, stlpips=False)
-        ro = score_rollouts(wm.model, wm.obj, ds, base, cfg.n_ctx, c["steps"], horizon=24,
+        w = score_windows(model, wm.obj, ds, base, cfg.n_ctx, c["steps"], count=args.eval_windows, **smp, stlpips=False)
+        ro = score_rollouts(model, wm.obj, ds, base, cfg.n_ctx, c["steps"], horizon=24,
                             max_episodes=args.rollout_episodes, keep=c["keep"], **smp, stlpips=False)
         targets = scorecard_targets(w, ro)
         rows.append({**c, "windows": summary(w), "rollouts": summary(ro),
@@ -126,7 +147,7 @@ def main() -> int:
     res = {"benchmark": "wm_sampler_sweep", "run": run.name, "step": wm.step, "tuning_data": {
         "dir": str(data), "seed": args.data_seed, "episodes": len(ds.source)}, "sample_steps": cfg.sample_steps,
         "criterion": "highest rollout SSIM on the tuning episodes", "chosen": {k: best[k] for k in (
-        "mode", "keep", "steps", "hist", "eta")}, "configs": rows, "minutes": round((time.perf_counter() - t0) / 60, 2)}
+        "mode", "keep", "steps", "hist", "eta", "guide", "w")}, "configs": rows, "minutes": round((time.perf_counter() - t0) / 60, 2)}
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1) + "\n")

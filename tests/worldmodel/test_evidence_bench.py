@@ -53,28 +53,33 @@ def test_evidence_over_two_processes_keeps_the_global_batch_and_reports_once(tmp
     # a rescoring with other sampling noise: the same windows and episodes (baselines equal), other draws
     again = _evidence(run_group, tmp_path, "--data", str(tmp_path / "data"), "--abs-actions", "--action-map", "gaussian",
                       "--eval-only", "--eta", "1.0", "--noise-seed", "1", "--eval-windows", "4",
+                      "--guide", str(tmp_path / "runs" / "wm" / "ddp" / "checkpoints" / "last.ckpt"), "--guidance", "2",
                       "--rollout-episodes", "2", "--run-name", "ddp", "--root", str(tmp_path / "runs"),
                       "--out-dir", str(tmp_path / "out_n1"))
     assert again.returncode == 0, again.stderr[-3000:]
     res1 = json.loads(again.stdout.splitlines()[-1])
     assert res1["model"]["sampler"]["eta"] == 1.0 and res1["model"]["sampler"]["noise_seed"] == 1
+    assert res1["model"]["sampler"]["guidance"] == 2.0 and res1["model"]["sampler"]["guide"].endswith("last.ckpt")
     for part in ("windows", "rollouts"):
         assert res1[part]["copy_last"] == res[part]["copy_last"] and res1[part]["blend"] == res[part]["blend"]
     # the sampler is chosen on other episodes than the evidence's, and the choice is one the evidence accepts
     sweep = run_group([sys.executable, str(ROOT / "benchmarks" / "wm_sampler_sweep.py"), "--run",
                        str(tmp_path / "runs" / "wm" / "ddp"), "--data", str(tmp_path / "tune"), "--episodes", "4",
-                       "--configs", "full_sequence:0,pyramid:1:steps=3:hist=0.05", "--eval-windows", "4",
+                       "--configs", "full_sequence:0,pyramid:1:steps=3:hist=0.05,full_sequence:0:guide=last:w=2",
+                       "--eval-windows", "4",
                        "--rollout-episodes", "2",
                        "--out", str(tmp_path / "sweep.json")], cwd=tmp_path, env=_env())
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     chosen = json.loads(sweep.stdout.splitlines()[-1])
-    assert [(c["mode"], c["keep"]) for c in chosen["configs"]] == [("full_sequence", 0), ("pyramid", 1)]
+    assert [(c["mode"], c["keep"]) for c in chosen["configs"]] == [("full_sequence", 0), ("pyramid", 1),
+                                                                   ("full_sequence", 0)]
     # options left out are the run's; given ones are used and recorded
     run_steps = json.loads((tmp_path / "runs" / "wm" / "ddp" / "config.json").read_text())["sample_steps"]
-    assert [(c["steps"], c["hist"], c["eta"]) for c in chosen["configs"]] == [(run_steps, 0.0, 0.0), (3, 0.05, 0.0)]
+    assert [(c["steps"], c["hist"], c["eta"], c["guide"], c["w"]) for c in chosen["configs"]] == [
+        (run_steps, 0.0, 0.0, None, 1.0), (3, 0.05, 0.0, None, 1.0), (run_steps, 0.0, 0.0, "last", 2.0)]
     assert chosen["tuning_data"]["seed"] != 0 and chosen["tuning_data"]["episodes"] == 4
-    ssims = {(c["mode"], c["keep"]): c["rollouts"]["model"]["ssim"] for c in chosen["configs"]}
-    assert ssims[(chosen["chosen"]["mode"], chosen["chosen"]["keep"])] == max(ssims.values())
+    ssims = {(c["mode"], c["keep"], c["w"]): c["rollouts"]["model"]["ssim"] for c in chosen["configs"]}
+    assert ssims[(chosen["chosen"]["mode"], chosen["chosen"]["keep"], chosen["chosen"]["w"])] == max(ssims.values())
     # the generalisation check scores the same model on held-out and on trained-on episodes, baselines beside it
     gen = run_group([sys.executable, str(ROOT / "benchmarks" / "wm_generalisation.py"), "--run",
                      str(tmp_path / "runs" / "wm" / "ddp"), "--data", str(tmp_path / "data"), "--windows", "4",
@@ -96,7 +101,9 @@ def test_devices_that_do_not_divide_the_batch_are_a_one_line_error(tmp_path, run
     for argv, name in ((("--devices", "3"), "--devices 3"), (("--batch", "-4"), "--batch -4"),
                        (("--history-noise", "1"), "--history-noise 1"), (("--sample-steps", "-1"), "--sample-steps -1"),
                        (("--eta", "-0.5"), "--eta -0.5"), (("--refiner", "-1"), "--refiner -1"),
-                       (("--heldout-of", "-1"), "--heldout-of -1")):
+                       (("--heldout-of", "-1"), "--heldout-of -1"), (("--guidance", "0.5"), "--guidance 0.5"),
+                       (("--guidance", "2"), "--guidance 2"),
+                       (("--eval-only", "--guide", "nope.ckpt"), "--guide nope.ckpt")):
         out = _evidence(run_group, tmp_path, *argv, "--data", str(tmp_path / "none"))
         assert out.returncode == 2
         assert name in out.stderr.strip().splitlines()[-1]
@@ -107,6 +114,7 @@ def test_sampler_sweep_refuses_bad_settings_and_the_evidence_seed(tmp_path, run_
     sweep = [sys.executable, str(ROOT / "benchmarks" / "wm_sampler_sweep.py"), "--run", str(tmp_path)]
     for extra, words in ((["--configs", "pyramid:x"], "--configs"), (["--configs", "spiral:0"], "--configs"),
                          (["--configs", "pyramid:0:steps=0"], "--configs"), (["--configs", "pyramid:0:seed=1"], "--configs"),
+                         (["--configs", "pyramid:0:w=2"], "--configs"), (["--configs", "pyramid:0:guide=x:w=2"], "--configs"),
                          ([], "no checkpoints"), (["--data-seed", "0"], "--data-seed 0")):
         out = run_group(sweep + extra, cwd=tmp_path, env=_env())
         assert out.returncode == 2 and words in out.stderr.strip().splitlines()[-1], out.stderr

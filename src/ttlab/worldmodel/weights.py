@@ -67,3 +67,30 @@ def decode(codec, z: torch.Tensor) -> torch.Tensor:
     B, Fr = z.shape[:2]
     x = codec.decode(z.flatten(0, 1).float()).clamp(-1, 1)
     return x.reshape(B, Fr, *x.shape[1:])
+
+
+def load_guide(path: str | Path, like: LoadedWorldModel, device: str | torch.device = "cpu") -> NanoWM:
+    """The weaker model autoguidance steers away from: the EMA weights of a training checkpoint
+    (`<run>/checkpoints/step=N.ckpt`) or of a weights export, which must have `like`'s architecture."""
+    p = Path(path)
+    if p.suffix == ".ckpt":
+        if not p.is_file():
+            raise CheckpointError(f"{p}: guide checkpoint not found")
+        try:  # a Lightning checkpoint: the module's state dict holds model.* and ema.*
+            sd = torch.load(p, map_location=device, weights_only=True, mmap=True)["state_dict"]
+        except Exception as e:  # noqa: BLE001 - a torn or foreign file; name it in one line
+            raise CheckpointError(f"{p}: not a readable training checkpoint ({type(e).__name__}: {e})") from e
+        ema = {k.removeprefix("ema."): v for k, v in sd.items() if k.startswith("ema.")}
+        if not ema:
+            raise CheckpointError(f"{p}: no ema.* weights in its state dict (not a `ttlab wm train` checkpoint)")
+        model = NanoWM(like.model.cfg).to(device)
+        try:
+            model.load_state_dict(ema)
+        except RuntimeError as e:
+            raise CheckpointError(f"{p}: not the architecture of the model it guides ({str(e).splitlines()[0]})") \
+                from e
+        return model.eval()
+    guide = load_world_model(p, device).model
+    if guide.cfg != like.model.cfg:
+        raise CheckpointError(f"{p}: not the architecture of the model it guides")
+    return guide
