@@ -85,3 +85,19 @@ def test_a_bad_guide_is_a_one_line_error(run_dir, tmp_path):
     torch.save({"state_dict": {"ema.pos_embed": torch.zeros(3)}}, other)
     with pytest.raises(CheckpointError, match="not the architecture"):
         load_guide(other, wm)
+
+
+def test_eval_and_rollout_take_a_guide(run_dir, tmp_path):
+    import json
+
+    from ttlab.worldmodel.cli import main
+
+    ckpt = sorted(Path(run_dir, "checkpoints").glob("step=*.ckpt"))[-1]
+    assert main(["eval", "--checkpoint", str(run_dir), "--num-samples", "2", "--sampler.steps", "2", "--video-clips",
+                 "0", "--device", "cpu", "--sampler.guide", str(ckpt), "--sampler.guidance", "2",
+                 "--out", str(tmp_path / "ev")]) == 0
+    rep = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    assert rep["guidance"] == 2.0 and rep["guide"] == str(ckpt) and rep["metrics"]["psnr"] == rep["metrics"]["psnr"]
+    assert main(["rollout", "--checkpoint", str(run_dir), "--horizon", "6", "--sampler.steps", "2", "--device", "cpu",
+                 "--sampler.guide", str(ckpt), "--sampler.guidance", "1.5", "--out", str(tmp_path / "ro")]) == 0
+    assert (tmp_path / "ro" / "rollout.mp4").stat().st_size > 0

@@ -148,6 +148,9 @@ def test_a_bad_sampler_flag_is_named_before_the_checkpoint_is_read(tmp_path, cap
     (["--sampler.eta", "-1"], "--sampler.eta -1.0: must be >= 0"),  # was: named an internal function
     (["--sampler.mode", "zigzag"], "--sampler.mode 'zigzag': expected one of"),
     (["--sampler.history-noise", "1.5"], "--sampler.history-noise 1.5: must be in [0, 1)"),
+    (["--sampler.guidance", "0.5"], "--sampler.guidance 0.5: must be >= 1"),
+    (["--sampler.guidance", "2"], "--sampler.guidance 2.0: needs --sampler.guide"),
+    (["--sampler.guide", "nope.ckpt"], "nope.ckpt: guide checkpoint not found"),
 ])
 def test_eval_flags_out_of_range_are_named_before_anything_is_written(run_dir, tmp_path, capsys, flags, needle):
     out = tmp_path / "ev"

@@ -25,7 +25,7 @@ from ttlab.worldmodel.diffusion import SamplerConfig, sample_window
 from ttlab.worldmodel.metrics import LearnedMetrics, MetricWeights, frame_metrics, quantize
 from ttlab.worldmodel.train import build_datasets, fixed_subset
 from ttlab.worldmodel.visuals import side_by_side, write_mp4
-from ttlab.worldmodel.weights import decode, load_world_model, run_codec, run_dir_of
+from ttlab.worldmodel.weights import decode, load_world_model, run_codec, run_dir_of, sampling_model
 
 SPLITS = ("val", "train")
 
@@ -89,6 +89,7 @@ def evaluate(cfg: EvalConfig) -> dict:
         raise ValueError(f"--n-ctx {cfg.n_ctx}: must be 1..{tc.num_frames - 1} (the model's window is "
                          f"{tc.num_frames} frames)")
     sp = cfg.sampler.resolve(tc.sample_steps, tc.diffusion.target)
+    model = sampling_model(wm, sp.guide, sp.guidance, dev)
     out_dir = writable_dir("--out", cfg.out if cfg.out is not None else run_dir_of(cfg.checkpoint) / "eval")
     if cfg.data:
         tc = replace(tc, data=cfg.data)
@@ -109,7 +110,7 @@ def evaluate(cfg: EvalConfig) -> dict:
     vid_gt, vid_pred = [], []
     for batch in dl:
         x, a = batch["frames"].to(dev), batch["actions"].to(dev)
-        pred = sample_window(wm.model, wm.obj, x[:, :cfg.n_ctx], a, x.shape[1] - cfg.n_ctx, sp.steps, sp.mode,
+        pred = sample_window(model, wm.obj, x[:, :cfg.n_ctx], a, x.shape[1] - cfg.n_ctx, sp.steps, sp.mode,
                              sp.history_noise, clip=1.0 if codec is None else None, generator=g, eta=sp.eta)
         pp, gp = decode(codec, pred), decode(codec, x)
         if cfg.quantize:
@@ -129,7 +130,7 @@ def evaluate(cfg: EvalConfig) -> dict:
                                                                  torch.cat(vid_pred)[:cfg.video_clips]), fps=4)
              if cfg.video_clips > 0 else None)
     report = {"step": wm.step, "samples": n, "n_ctx": cfg.n_ctx, "steps": sp.steps, "mode": sp.mode,
-              "history_noise": sp.history_noise, "eta": sp.eta,
+              "history_noise": sp.history_noise, "eta": sp.eta, "guide": sp.guide or None, "guidance": sp.guidance,
               "metrics": res, "psnr_gain_over_copy_last_db": res["psnr"] - res["baseline_copy_last/psnr"],
               "skipped": learned.skipped, "video": None if video is None else str(video)}
     atomic_write_text(out_dir / "metrics.json", json.dumps(report, indent=2) + "\n")

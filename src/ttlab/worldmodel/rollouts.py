@@ -22,7 +22,7 @@ from ttlab.worldmodel.evaluate import mean_train_frame
 from ttlab.worldmodel.metrics import psnr, quantize, ssim
 from ttlab.worldmodel.train import build_datasets, open_episodes
 from ttlab.worldmodel.visuals import side_by_side, to_uint8, write_mp4
-from ttlab.worldmodel.weights import decode, load_world_model, run_codec, run_dir_of
+from ttlab.worldmodel.weights import decode, load_world_model, run_codec, run_dir_of, sampling_model
 
 
 @dataclass
@@ -80,6 +80,7 @@ def rollout_run(cfg: RolloutConfig) -> dict:
     codec = run_codec(wm.train_cfg, dev)
     iv = tc.frame_interval
     sp = cfg.sampler.resolve(tc.sample_steps, tc.diffusion.target)
+    model = sampling_model(wm, sp.guide, sp.guidance, dev)
     gt = None
     if cfg.actions is None or cfg.start is None:
         src = open_episodes(tc)
@@ -108,7 +109,7 @@ def rollout_run(cfg: RolloutConfig) -> dict:
         x0 = codec.encode(x0[0])[None]
     out_dir = writable_dir("--out", cfg.out if cfg.out is not None else run_dir_of(cfg.checkpoint) / "rollout")
     g = torch.Generator(device=dev).manual_seed(cfg.seed)
-    out = rollout(wm.model, wm.obj, x0, acts, window=tc.num_frames, n_ctx=cfg.n_ctx, n_steps=sp.steps,
+    out = rollout(model, wm.obj, x0, acts, window=tc.num_frames, n_ctx=cfg.n_ctx, n_steps=sp.steps,
                   mode=sp.mode, history_noise=sp.history_noise, clip=1.0 if codec is None else None, generator=g,
                   eta=sp.eta)
     frames = decode(codec, out)[0].cpu()  # (horizon, 3, H, W)

@@ -94,3 +94,12 @@ def load_guide(path: str | Path, like: LoadedWorldModel, device: str | torch.dev
     if guide.cfg != like.model.cfg:
         raise CheckpointError(f"{p}: not the architecture of the model it guides")
     return guide
+
+
+def sampling_model(wm: LoadedWorldModel, guide: str, guidance: float, device: str | torch.device = "cpu"):
+    """The denoiser a sampler calls: the model, or the model autoguided away from `guide` with weight `guidance`."""
+    if not guide:
+        return wm.model
+    from ttlab.worldmodel.diffusion.guidance import AutoGuided
+
+    return AutoGuided(wm.model, load_guide(guide, wm, device), guidance)

@@ -49,6 +49,11 @@ class SamplerConfig:
     official_sampler: bool = False
     """The official code's default sampler: sequential scheduling, 250 steps, history noise 0.02 (overrides
     steps, mode and history_noise)."""
+    guide: str = ""
+    """Autoguidance: a weaker checkpoint of the same model to steer away from, e.g. an early
+    `<run>/checkpoints/step=N.ckpt` (empty = none; each step then runs both models)."""
+    guidance: float = 1.0
+    """Autoguidance weight w >= 1: bad + w (good - bad) (1 = the model alone)."""
 
     def check(self) -> None:
         """Each flag on its own, before a checkpoint is loaded: a one-line error naming the flag."""
@@ -60,6 +65,11 @@ class SamplerConfig:
             raise ValueError(f"--sampler.history-noise {self.history_noise}: must be in [0, 1) (0 = clean context)")
         if not self.eta >= 0.0:
             raise ValueError(f"--sampler.eta {self.eta}: must be >= 0 (0 = deterministic DDIM, 1 = DDPM)")
+        if not self.guidance >= 1.0:
+            raise ValueError(f"--sampler.guidance {self.guidance}: must be >= 1 (1 = the model alone)")
+        if self.guidance != 1.0 and not self.guide:
+            raise ValueError(f"--sampler.guidance {self.guidance}: needs --sampler.guide, the checkpoint to steer "
+                             "away from")
 
     def resolve(self, run_steps: int, target: str | None = None) -> SamplerConfig:
         """The sampler to run: the official default when asked for, else `steps` 0 -> the run's `run_steps`.
