@@ -38,8 +38,9 @@ def load(path: str) -> dict:
 
 
 def identity(d: dict) -> dict:
-    """What must agree between draws: the run, its step count and the sampler apart from its noise seed."""
-    sampler = {k: v for k, v in d["model"]["sampler"].items() if k != "noise_seed"}
+    """What must agree between draws: the run, its step count and the sampler apart from its noise seed (a scoring
+    from before autoguidance was recorded is unguided)."""
+    sampler = {"guide": None, "guidance": 1.0} | {k: v for k, v in d["model"]["sampler"].items() if k != "noise_seed"}
     return {"training_seed": d["train"]["run_config"].get("seed"), "steps": d["train"]["steps"],
             "model": {k: d["model"][k] for k in ("params_M", "hidden", "depth", "refiner")},
             "sample_steps": d["model"]["sample_steps"], "sampler": sampler}
