@@ -5,7 +5,7 @@ One resumable command, on one thread per process (`--devices 2 --batch 32`: DDP 
   1. data: PushT 64x64 from the smooth pusher (gym-pusht) into data/ if missing; its measured motion per model
      frame beside the earlier scripted pusher's (24 episodes simulated, not written);
   2. speed: fp32 and bf16 matmul peaks and the training step's rate, measured here, and the rate the training
-     loop reached; the budget is wall-clock minutes (the LR schedule follows the elapsed fraction; a resumed
+     loop reached (not in an --eval-only rescoring); the budget is wall-clock minutes (the LR schedule follows the elapsed fraction; a resumed
      run continues its clock), or a fixed --max-steps;
   3. training: the `pusht_cpu` preset (delta x-target diffusion over all levels, 2 context frames + 3 predicted);
   4. scoring (`ttlab.worldmodel.scorecard`) on held-out episodes: windows (lags 1-3) and 24-frame rollouts,
@@ -158,6 +158,22 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def measure_speed(mcfg, obj, cfg, trained: str) -> dict:
+    """fp32 and bf16 matmul peaks and the training step's rate on this CPU, now."""
+    print(f"measuring matmul peaks and the training step ({trained})", flush=True)
+    speed = {"fp32_matmul": matmul_peak(dtype=torch.float32),
+             # without bf16 units a bf16 matmul runs ~100x below float32: one size shows it
+             "bf16_matmul": matmul_peak(sizes=(512, 1024, 2048) if trained == "bf16" else (512,),
+                                        dtype=torch.bfloat16)}
+    if trained == "bf16":
+        speed["step_bf16"] = train_step_rate(mcfg, obj, cfg.batch_size, cfg.num_frames, dtype=torch.bfloat16)
+    speed["step_fp32"] = train_step_rate(mcfg, obj, cfg.batch_size, cfg.num_frames, steps=3, dtype=torch.float32)
+    for k, peak in (("step_bf16", "bf16_matmul"), ("step_fp32", "fp32_matmul")):
+        if k in speed:
+            speed[k]["fraction_of_peak"] = r(speed[k]["gflops_median"] / speed[peak]["peak_gflops"])
+    return speed
+
+
 def main() -> None:
     ap = build_parser()
     args = ap.parse_args()
@@ -223,21 +239,14 @@ def main() -> None:
     # decides the same way, and warns)
     precision = resolve_precision(cfg, "cpu")
     trained = "bf16" if precision.startswith("bf16") else "fp32"
-    print(f"measuring matmul peaks and the training step ({precision})", flush=True)
-    speed = {"fp32_matmul": matmul_peak(dtype=torch.float32),
-             # without bf16 units a bf16 matmul runs ~100x below float32: one size shows it
-             "bf16_matmul": matmul_peak(sizes=(512, 1024, 2048) if trained == "bf16" else (512,),
-                                        dtype=torch.bfloat16)}
-    if trained == "bf16":
-        speed["step_bf16"] = train_step_rate(mcfg, obj, cfg.batch_size, cfg.num_frames, dtype=torch.bfloat16)
-    speed["step_fp32"] = train_step_rate(mcfg, obj, cfg.batch_size, cfg.num_frames, steps=3, dtype=torch.float32)
-    for k, peak in (("step_bf16", "bf16_matmul"), ("step_fp32", "fp32_matmul")):
-        if k in speed:
-            speed[k]["fraction_of_peak"] = r(speed[k]["gflops_median"] / speed[peak]["peak_gflops"])
     step_key, peak_key = f"step_{trained}", f"{trained}_matmul"
     max_steps = cfg.max_steps
-    print(f"training for {args.max_steps or args.train_minutes} {'steps' if args.max_steps else 'minutes'} "
-          f"(measured {speed[step_key]['step_s_median']} s/step)", flush=True)
+    # speed belongs to a training: a rescoring measures none (its peaks, taken under whatever else runs then,
+    # would be divided into the training's rate)
+    speed = None if args.eval_only else measure_speed(mcfg, obj, cfg, trained)
+    if speed is not None:
+        print(f"training for {args.max_steps or args.train_minutes} {'steps' if args.max_steps else 'minutes'} "
+              f"(measured {speed[step_key]['step_s_median']} s/step)", flush=True)
     exported = run_dir / "checkpoints" / "weights_latest.json"
     steps_before = load_world_model(run_dir).step if (args.resume or args.eval_only) and exported.exists() else 0
     summary = run_dir / "evidence_train.json"  # this script's record of training, read back by --eval-only
@@ -262,9 +271,17 @@ def main() -> None:
     # the configuration the run last trained with: a resumed run's flags are in config.resume.json
     cfg_file = next((p for p in (run_dir / "config.resume.json", run_dir / "config.json") if p.exists()), None)
     saved = json.loads(cfg_file.read_text()) if cfg_file is not None else {}
-    # the whole training loop's rate (data, Lightning, EMA included) over the steps trained here, all processes
-    trained_gflop = speed[step_key]["gflop_per_step"] * (tr["steps"] - steps_before) * devices
-    achieved = trained_gflop / tr["seconds"] if tr["seconds"] == tr["seconds"] and tr["seconds"] > 0 else float("nan")
+    if speed is not None:  # the whole training loop's rate (data, Lightning, EMA included), all processes
+        trained_gflop = speed[step_key]["gflop_per_step"] * (tr["steps"] - steps_before) * devices
+        achieved = trained_gflop / tr["seconds"] if tr["seconds"] > 0 else float("nan")
+        speed |= {"training_precision": precision, "training_achieved_gflops": r(achieved, 3),
+                  f"training_fraction_of_{trained}_peak": r(achieved / (speed[peak_key]["peak_gflops"] * devices)),
+                  "peak_note": f"the {trained} peak is one process's; the fraction divides by it x devices",
+                  **({"note": "the achieved rate counts the training step's FLOPs, not the self-forcing "
+                      "sampling pass"} if cfg.self_forcing > 0 else {})}
+    else:
+        speed = {"training_precision": precision, "note": "not measured: an --eval-only rescoring (the training "
+                 "run's own scoring has its speed)"}
 
     # scoring runs in this process alone once the others have left: it gets every core the command was given
     score_threads = args.threads * args.devices
@@ -317,12 +334,7 @@ def main() -> None:
                               "history_noise": args.history_noise, "eta": args.eta,
                               "noise_seed": args.noise_seed, "guide": args.guide or None,
                               "guidance": args.guidance}},
-        "speed": speed | {"training_precision": precision, "training_achieved_gflops": r(achieved, 3),
-                          f"training_fraction_of_{trained}_peak": r(achieved / (speed[peak_key]["peak_gflops"]
-                                                                           * devices)),
-                          "peak_note": f"the {trained} peak is one process's; the fraction divides by it x devices",
-                          **({"note": "the achieved rate counts the training step's FLOPs, not the self-forcing "
-                              "sampling pass"} if cfg.self_forcing > 0 else {})},
+        "speed": speed,
         "train": {"steps": tr["steps"], "max_steps": max_steps if args.max_steps else None,
                   "budget_minutes": cfg.budget_minutes or None,
                   "batch": per_process * devices, "batch_per_process": per_process, "lr": cfg.lr,

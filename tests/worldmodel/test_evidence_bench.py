@@ -59,6 +59,7 @@ def test_evidence_over_two_processes_keeps_the_global_batch_and_reports_once(tmp
     assert again.returncode == 0, again.stderr[-3000:]
     res1 = json.loads(again.stdout.splitlines()[-1])
     assert res1["model"]["sampler"]["eta"] == 1.0 and res1["model"]["sampler"]["noise_seed"] == 1
+    assert "step_bf16" not in res1["speed"] and "not measured" in res1["speed"]["note"]  # speed is a training's
     assert res1["model"]["sampler"]["guidance"] == 2.0 and res1["model"]["sampler"]["guide"].endswith("last.ckpt")
     for part in ("windows", "rollouts"):
         assert res1[part]["copy_last"] == res[part]["copy_last"] and res1[part]["blend"] == res[part]["blend"]
