@@ -12,6 +12,7 @@ import torch
 from ttlab.common.checkpoint import CheckpointError, load_checkpoint
 from ttlab.worldmodel.codecs.load import load_codec
 from ttlab.worldmodel.diffusion import DiffusionConfig, Objective
+from ttlab.worldmodel.diffusion.guidance import AutoGuided
 from ttlab.worldmodel.model import NanoWM, NanoWMConfig
 
 
@@ -100,6 +101,4 @@ def sampling_model(wm: LoadedWorldModel, guide: str, guidance: float, device: st
     """The denoiser a sampler calls: the model, or the model autoguided away from `guide` with weight `guidance`."""
     if not guide:
         return wm.model
-    from ttlab.worldmodel.diffusion.guidance import AutoGuided
-
     return AutoGuided(wm.model, load_guide(guide, wm, device), guidance)
