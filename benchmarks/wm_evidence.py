@@ -36,7 +36,6 @@ from ttlab.common.checkpoint import CheckpointError
 from ttlab.worldmodel.config import TrainConfig
 from ttlab.worldmodel.data.pusht import generate_pusht, motion_stats, rollout_episode
 from ttlab.worldmodel.diffusion import Objective
-from ttlab.worldmodel.diffusion.guidance import AutoGuided
 from ttlab.worldmodel.diffusion.samplers import MODES
 from ttlab.worldmodel.distributed import launched_rank
 from ttlab.worldmodel.model import count_parameters
@@ -51,7 +50,7 @@ from ttlab.worldmodel.train import (
     train,
 )
 from ttlab.worldmodel.visuals import rollout_gif, strip_png
-from ttlab.worldmodel.weights import load_guide, load_world_model
+from ttlab.worldmodel.weights import load_world_model, sampling_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -262,12 +261,10 @@ def main() -> None:
     # how the run trained (an --eval-only rescoring takes it from the record, not from its own flags)
     devices, per_process = tr.get("devices", args.devices), tr.get("batch_per_process", cfg.batch_size)
     wm = load_world_model(run_dir)
-    model = wm.model
-    if args.guide:
-        try:
-            model = AutoGuided(wm.model, load_guide(args.guide, wm), args.guidance)
-        except CheckpointError as e:
-            raise SystemExit(f"wm_evidence: --guide: {e}") from None
+    try:  # the model itself, or autoguided away from --guide
+        model = sampling_model(wm, args.guide, args.guidance)
+    except CheckpointError as e:
+        raise SystemExit(f"wm_evidence: --guide: {e}") from None
     # the configuration the run last trained with: a resumed run's flags are in config.resume.json
     cfg_file = next((p for p in (run_dir / "config.resume.json", run_dir / "config.json") if p.exists()), None)
     saved = json.loads(cfg_file.read_text()) if cfg_file is not None else {}

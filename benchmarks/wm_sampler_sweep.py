@@ -32,11 +32,10 @@ from ttlab.common.checkpoint import CheckpointError
 from ttlab.common.config import from_dict
 from ttlab.worldmodel.config import TrainConfig
 from ttlab.worldmodel.data.pusht import generate_pusht
-from ttlab.worldmodel.diffusion.guidance import AutoGuided
 from ttlab.worldmodel.diffusion.samplers import MODES
 from ttlab.worldmodel.scorecard import fit_baselines, score_rollouts, score_windows, scorecard_targets
 from ttlab.worldmodel.train import build_datasets
-from ttlab.worldmodel.weights import load_guide, load_world_model
+from ttlab.worldmodel.weights import load_world_model, sampling_model
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("psnr", "ssim", "tee_px", "tee_kept", "tee_placed", "agent_ink_ratio")
@@ -124,10 +123,9 @@ def main() -> int:
         if "guide" in c:
             try:
                 name = "last.ckpt" if c["guide"] == "last" else f"step={c['guide']}.ckpt"
-                guide = load_guide(run / "checkpoints" / name, wm)
+                c["_model"] = sampling_model(wm, str(run / "checkpoints" / name), c["w"])
             except CheckpointError as e:
                 ap.error(f"guide={c['guide']}: {e}")
-            c["_model"] = AutoGuided(wm.model, guide, c["w"])
     rows = []
     for c in configs:
         t = time.perf_counter()
